@@ -1,0 +1,337 @@
+//! Recording completions: the one path every SUT thread calls.
+//!
+//! Each IssueQueries call owns a [`SampleTable`] preallocated for all of its
+//! samples. Completing a sample is a handful of atomic operations on that
+//! table (no locks, no allocation unless the response is kept for the
+//! accuracy log, and no system call unless the issuing thread is asleep
+//! waiting for exactly this completion), so the SUT never waits on the
+//! LoadGen. Everything else (latencies, logs, traces) is derived from the
+//! table after the run.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::Thread;
+use std::time::Instant;
+
+use crate::sut::QuerySampleResponse;
+
+/// Completion state of every sample and query of one IssueQueries call.
+pub struct SampleTable {
+    /// Sequence id of the first sample; response ids are sequence ids.
+    first_sequence_id: u64,
+    origin: Instant,
+    samples_per_query: usize,
+    /// Nanoseconds since `origin` plus one; 0 while pending.
+    completed_at: Vec<AtomicU64>,
+    query_remaining: Vec<AtomicU32>,
+    query_done_at: Vec<AtomicU64>,
+    samples_completed: AtomicU64,
+    queries_completed: AtomicU64,
+    /// Responses kept for the accuracy log (empty when none are kept).
+    kept: Vec<OnceLock<Box<[u8]>>>,
+    keep: KeepPolicy,
+    errors: AtomicU64,
+    first_error: OnceLock<String>,
+    abort: OnceLock<String>,
+    waiter: Waiter,
+}
+
+/// Which responses are copied for the accuracy log.
+pub enum KeepPolicy {
+    None,
+    All,
+    /// One flag per sample, decided at generation time.
+    Selected(Vec<bool>),
+}
+
+/// What the issuing thread waits for.
+#[derive(Clone, Copy, Debug)]
+pub enum WaitFor {
+    /// Every sample of query `q` completed.
+    Query(usize),
+    /// `n` samples completed in total.
+    Samples(u64),
+}
+
+struct Waiter {
+    thread: Mutex<Option<Thread>>,
+    parked: AtomicBool,
+}
+
+impl SampleTable {
+    pub fn new(
+        first_sequence_id: u64,
+        origin: Instant,
+        query_sizes: impl ExactSizeIterator<Item = usize>,
+        samples_per_query: usize,
+        sample_count: usize,
+        keep: KeepPolicy,
+    ) -> Self {
+        let query_remaining: Vec<AtomicU32> =
+            query_sizes.map(|n| AtomicU32::new(n as u32)).collect();
+        let query_count = query_remaining.len();
+        let kept_len = match keep {
+            KeepPolicy::None => 0,
+            _ => sample_count,
+        };
+        Self {
+            first_sequence_id,
+            origin,
+            samples_per_query: samples_per_query.max(1),
+            completed_at: zeroed_atomics(sample_count),
+            query_remaining,
+            query_done_at: zeroed_atomics(query_count),
+            samples_completed: AtomicU64::new(0),
+            queries_completed: AtomicU64::new(0),
+            kept: (0..kept_len).map(|_| OnceLock::new()).collect(),
+            keep,
+            errors: AtomicU64::new(0),
+            first_error: OnceLock::new(),
+            abort: OnceLock::new(),
+            waiter: Waiter {
+                thread: Mutex::new(None),
+                parked: AtomicBool::new(false),
+            },
+        }
+    }
+
+    /// Nanoseconds since the run's origin.
+    #[inline]
+    pub fn now_ns(&self) -> u64 {
+        self.origin.elapsed().as_nanos() as u64
+    }
+
+    fn record(&self, response: &QuerySampleResponse<'_>, at: u64) {
+        let Some(slot) = response
+            .id
+            .checked_sub(self.first_sequence_id)
+            .map(|i| i as usize)
+            .filter(|&i| i < self.completed_at.len())
+        else {
+            self.error(format!(
+                "Received completion for unknown response id {}.",
+                response.id
+            ));
+            return;
+        };
+        if self.completed_at[slot]
+            .compare_exchange(0, at + 1, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+        {
+            self.error(format!(
+                "Attempted to complete a sample twice (response id {}).",
+                response.id
+            ));
+            return;
+        }
+        let keep = match &self.keep {
+            KeepPolicy::None => false,
+            KeepPolicy::All => true,
+            KeepPolicy::Selected(flags) => flags[slot],
+        };
+        if keep {
+            // This thread won the slot above, so the cell is still empty.
+            let _ = self.kept[slot].set(response.data.into());
+        }
+        let query = slot / self.samples_per_query;
+        if self.query_remaining[query].fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.query_done_at[query].store(at + 1, Ordering::Release);
+            self.queries_completed.fetch_add(1, Ordering::AcqRel);
+        }
+        self.samples_completed.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn error(&self, message: String) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        let _ = self.first_error.set(message);
+    }
+
+    fn wake_issuer(&self) {
+        if self.waiter.parked.load(Ordering::SeqCst) {
+            if let Some(t) = self.waiter.thread.lock().ok().and_then(|g| g.clone()) {
+                t.unpark();
+            }
+        }
+    }
+
+    fn is_satisfied(&self, what: WaitFor) -> bool {
+        match what {
+            WaitFor::Query(q) => self.query_done_at[q].load(Ordering::Acquire) != 0,
+            WaitFor::Samples(n) => self.samples_completed.load(Ordering::SeqCst) >= n,
+        }
+    }
+
+    /// Blocks the issuing thread until `what` holds or the SUT aborts the
+    /// run. Spins briefly first: most waits are short.
+    pub fn wait(&self, what: WaitFor) -> Result<(), String> {
+        for _ in 0..2000 {
+            if self.is_satisfied(what) {
+                return Ok(());
+            }
+            std::hint::spin_loop();
+        }
+        *self.waiter.thread.lock().expect("waiter lock") = Some(std::thread::current());
+        loop {
+            if let Some(reason) = self.abort.get() {
+                return Err(reason.clone());
+            }
+            if self.is_satisfied(what) {
+                return Ok(());
+            }
+            // Announce the nap before the last check, so a completer either
+            // sees the flag or we see its completion.
+            self.waiter.parked.store(true, Ordering::SeqCst);
+            if !self.is_satisfied(what) && self.abort.get().is_none() {
+                std::thread::park_timeout(std::time::Duration::from_millis(50));
+            }
+            self.waiter.parked.store(false, Ordering::SeqCst);
+        }
+    }
+
+    pub fn queries_completed(&self) -> u64 {
+        self.queries_completed.load(Ordering::Acquire)
+    }
+
+    /// Completion time of a sample (ns since origin), if it completed.
+    pub fn completed_at(&self, slot: usize) -> Option<u64> {
+        match self.completed_at[slot].load(Ordering::Acquire) {
+            0 => None,
+            t => Some(t - 1),
+        }
+    }
+
+    /// Time every sample of query `q` was done (ns since origin).
+    pub fn query_done_at(&self, q: usize) -> Option<u64> {
+        match self.query_done_at[q].load(Ordering::Acquire) {
+            0 => None,
+            t => Some(t - 1),
+        }
+    }
+
+    /// The response bytes kept for the accuracy log.
+    pub fn kept_response(&self, slot: usize) -> Option<&[u8]> {
+        self.kept.get(slot).and_then(|c| c.get()).map(|b| &b[..])
+    }
+
+    pub fn sample_count(&self) -> usize {
+        self.completed_at.len()
+    }
+
+    /// Completion errors (double or unknown completions) and the first one.
+    pub fn errors(&self) -> (u64, Option<&str>) {
+        (
+            self.errors.load(Ordering::Relaxed),
+            self.first_error.get().map(String::as_str),
+        )
+    }
+}
+
+fn zeroed_atomics(n: usize) -> Vec<AtomicU64> {
+    // Zeroed memory comes straight from the allocator; pages are touched
+    // only when samples complete.
+    let mut v: Vec<u64> = vec![0; n];
+    let (ptr, len, cap) = (v.as_mut_ptr(), v.len(), v.capacity());
+    std::mem::forget(v);
+    // SAFETY: AtomicU64 has the same size and alignment as u64, and the
+    // vector's allocation is handed over whole.
+    unsafe { Vec::from_raw_parts(ptr.cast::<AtomicU64>(), len, cap) }
+}
+
+/// The handle a SUT completes samples through (`QuerySamplesComplete`).
+/// Cheap to clone; safe to call from any thread.
+#[derive(Clone)]
+pub struct Completer {
+    table: Arc<SampleTable>,
+}
+
+impl Completer {
+    pub(crate) fn new(table: Arc<SampleTable>) -> Self {
+        Self { table }
+    }
+
+    /// Records that these samples are done, all with one timestamp.
+    pub fn complete(&self, responses: &[QuerySampleResponse<'_>]) {
+        let at = self.table.now_ns();
+        for r in responses {
+            self.table.record(r, at);
+        }
+        self.table.wake_issuer();
+    }
+
+    /// Ends the run with an error: the SUT cannot complete what it was given
+    /// (for example every node of a network SUT is gone).
+    pub fn abort(&self, reason: impl Into<String>) {
+        let _ = self.table.abort.set(reason.into());
+        if let Some(t) = self.table.waiter.thread.lock().ok().and_then(|g| g.clone()) {
+            t.unpark();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(queries: usize, spq: usize, keep: KeepPolicy) -> Arc<SampleTable> {
+        Arc::new(SampleTable::new(
+            100,
+            Instant::now(),
+            std::iter::repeat(spq).take(queries),
+            spq,
+            queries * spq,
+            keep,
+        ))
+    }
+
+    fn response(id: u64) -> QuerySampleResponse<'static> {
+        QuerySampleResponse { id, data: b"ok" }
+    }
+
+    #[test]
+    fn completes_queries_and_counts_samples() {
+        let t = table(2, 2, KeepPolicy::All);
+        let c = Completer::new(t.clone());
+        c.complete(&[response(100), response(101)]);
+        assert!(t.query_done_at(0).is_some());
+        assert!(t.query_done_at(1).is_none());
+        assert_eq!(t.queries_completed(), 1);
+        assert_eq!(t.kept_response(1), Some(&b"ok"[..]));
+        t.wait(WaitFor::Samples(2)).unwrap();
+    }
+
+    #[test]
+    fn double_and_unknown_completions_are_errors_not_recorded_twice() {
+        let t = table(1, 1, KeepPolicy::None);
+        let c = Completer::new(t.clone());
+        c.complete(&[response(100)]);
+        c.complete(&[response(100), response(7), response(101)]);
+        let (count, first) = t.errors();
+        assert_eq!(count, 3);
+        assert!(first.unwrap().contains("twice"));
+        assert_eq!(t.queries_completed(), 1);
+    }
+
+    #[test]
+    fn waiter_wakes_when_another_thread_completes() {
+        let t = table(1, 1, KeepPolicy::None);
+        let c = Completer::new(t.clone());
+        let h = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            c.complete(&[response(100)]);
+        });
+        t.wait(WaitFor::Query(0)).unwrap();
+        h.join().unwrap();
+    }
+
+    #[test]
+    fn abort_ends_a_wait_with_the_reason() {
+        let t = table(1, 1, KeepPolicy::None);
+        let c = Completer::new(t.clone());
+        let h = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            c.abort("all nodes lost");
+        });
+        assert_eq!(t.wait(WaitFor::Samples(1)).unwrap_err(), "all nodes lost");
+        h.join().unwrap();
+    }
+}

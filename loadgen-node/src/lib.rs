@@ -1,0 +1,26 @@
+//! # loadgen-node
+//!
+//! The LoadGen node of netdiv: a Rust engine that behaves like the official
+//! MLPerf LoadGen (same samples, schedule, verdict and log files for the
+//! same settings and seeds), and the pieces a `loadgen-node` CLI wires
+//! together.
+//!
+//! It owns the settings and config files ([`settings`]), bit-exact random
+//! numbers ([`rng`]), query generation ([`generate`]), issuing
+//! ([`issue`]), completion recording ([`completion`]), results and early
+//! stopping ([`results`], [`early_stopping`]) and the four log files
+//! ([`logs`]). It knows nothing of networks: a SUT is anything that
+//! implements [`sut::SystemUnderTest`], in-process ([`null_sut`]) or the
+//! QDL of another crate.
+
+pub mod completion;
+pub mod early_stopping;
+pub mod generate;
+pub mod issue;
+pub mod logs;
+pub mod null_sut;
+pub mod results;
+pub mod rng;
+pub mod run;
+pub mod settings;
+pub mod sut;

@@ -1,0 +1,56 @@
+//! `mlperf_log_accuracy.json`: the responses kept for accuracy checking.
+
+use std::io::{self, Write};
+
+use super::format::hex_upper;
+
+/// Streams accuracy entries in the official layout.
+pub struct AccuracyLog<W: Write> {
+    out: W,
+    needs_comma: bool,
+}
+
+impl<W: Write> AccuracyLog<W> {
+    pub fn new(mut out: W) -> io::Result<Self> {
+        out.write_all(b"[")?;
+        Ok(Self {
+            out,
+            needs_comma: false,
+        })
+    }
+
+    pub fn entry(&mut self, seq_id: u64, qsl_idx: usize, data: &[u8]) -> io::Result<()> {
+        let sep = if self.needs_comma { ",\n{ " } else { "\n{ " };
+        self.needs_comma = true;
+        write!(
+            self.out,
+            "{sep}\"seq_id\" : {seq_id}, \"qsl_idx\" : {qsl_idx}, \"data\" : \"{}\" }}",
+            hex_upper(data)
+        )
+    }
+
+    pub fn finish(mut self) -> io::Result<W> {
+        self.out.write_all(b"\n]\n")?;
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_matches_the_official_file() {
+        let mut log = AccuracyLog::new(Vec::new()).unwrap();
+        log.entry(0, 3155, &[0x53, 0x0c, 0, 0]).unwrap();
+        log.entry(1, 7, &[]).unwrap();
+        let text = String::from_utf8(log.finish().unwrap()).unwrap();
+        assert_eq!(
+            text,
+            "[\n{ \"seq_id\" : 0, \"qsl_idx\" : 3155, \"data\" : \"530C0000\" },\n{ \"seq_id\" : 1, \"qsl_idx\" : 7, \"data\" : \"\" }\n]\n"
+        );
+        let empty = AccuracyLog::new(Vec::new()).unwrap().finish().unwrap();
+        assert_eq!(empty, b"[\n]\n");
+    }
+}
