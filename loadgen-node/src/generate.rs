@@ -251,16 +251,15 @@ pub fn generate_queries(
 
     while prev_timestamp < gen_duration_ns || query_count < min_queries {
         if multi_stream {
-            let mut start = if settings.performance_issue_unique {
+            let start = if settings.performance_issue_unique {
                 unique.next()
             } else if settings.performance_issue_same {
                 same
             } else {
                 next_index(&mut sample_rng)
             };
-            for s in query_buf.iter_mut() {
-                *s = loaded[start % loaded.len()];
-                start += 1;
+            for (offset, s) in query_buf.iter_mut().enumerate() {
+                *s = loaded[(start + offset) % loaded.len()];
             }
         } else if scenario == Scenario::Offline {
             fill_offline_query(&mut query_buf, loaded, settings, same, &mut sample_rng);

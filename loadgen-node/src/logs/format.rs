@@ -21,7 +21,7 @@ pub fn cpp_double(x: f64) -> String {
         .split_once('e')
         .expect("scientific format has an exponent");
     let exponent: i32 = exponent.parse().expect("exponent is an integer");
-    if exponent < -4 || exponent >= PRECISION {
+    if !(-4..PRECISION).contains(&exponent) {
         let mantissa = strip_fraction_zeros(mantissa);
         let sign = if exponent < 0 { '-' } else { '+' };
         format!("{mantissa}e{sign}{:02}", exponent.abs())

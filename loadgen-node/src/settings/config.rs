@@ -140,12 +140,14 @@ impl ConfigFile {
             }
             match tokens.next() {
                 Some("=") => {}
-                Some(other) => return Err(bad(format!(
+                Some(other) => {
+                    return Err(bad(format!(
                     "expected 'key = value' with spaces around '=', found {other:?} after the key"
-                ))),
+                )))
+                }
                 None if key.contains('=') => {
                     return Err(bad(
-                        "expected 'key = value' with spaces around '='".to_string(),
+                        "expected 'key = value' with spaces around '='".to_string()
                     ))
                 }
                 None => return Err(bad(format!("key {key:?} has no '= value'"))),
