@@ -1,0 +1,166 @@
+//! The `loadgen-node` binary as a user runs it: real process, real files.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("netdiv-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn loadgen(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_loadgen-node"))
+        .args(args)
+        .output()
+        .expect("run loadgen-node")
+}
+
+#[test]
+fn short_server_run_writes_the_four_logs_and_is_valid() {
+    let dir = temp_dir("server");
+    let conf = dir.join("user.conf");
+    std::fs::write(
+        &conf,
+        "*.*.min_duration = 500\n*.Server.target_qps = 2000\n",
+    )
+    .unwrap();
+    let out = loadgen(&[
+        "run",
+        "--sut",
+        "null",
+        "--scenario",
+        "Server",
+        "--user-conf",
+        conf.to_str().unwrap(),
+        "--total-sample-count",
+        "4096",
+        "--performance-sample-count",
+        "1024",
+        "--output",
+        dir.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("Result is : VALID"), "{stdout}");
+    for name in ["summary.txt", "detail.txt", "accuracy.json", "trace.json"] {
+        let path = dir.join(format!("mlperf_log_{name}"));
+        assert!(path.is_file(), "{} missing", path.display());
+    }
+    let detail = std::fs::read_to_string(dir.join("mlperf_log_detail.txt")).unwrap();
+    assert!(detail.lines().all(|l| l.starts_with(":::MLLOG {")));
+    assert!(detail.contains("\"key\": \"result_validity\", \"value\": \"VALID\""));
+}
+
+#[test]
+fn accuracy_run_logs_every_sample_once_with_its_data() {
+    let dir = temp_dir("accuracy");
+    let out = loadgen(&[
+        "run",
+        "--scenario",
+        "Offline",
+        "--mode",
+        "AccuracyOnly",
+        "--total-sample-count",
+        "300",
+        "--performance-sample-count",
+        "128",
+        "--output",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json = std::fs::read_to_string(dir.join("mlperf_log_accuracy.json")).unwrap();
+    let mut seen: Vec<usize> = json
+        .lines()
+        .filter_map(|l| l.split("\"qsl_idx\" : ").nth(1))
+        .map(|rest| {
+            let idx: usize = rest.split(',').next().unwrap().parse().unwrap();
+            let data = rest
+                .split("\"data\" : \"")
+                .nth(1)
+                .unwrap()
+                .trim_end_matches(&['"', ' ', '}', ','][..]);
+            assert_eq!(
+                data,
+                format!("{:08X}", (idx as u32).swap_bytes()),
+                "response of {idx}"
+            );
+            idx
+        })
+        .collect();
+    seen.sort_unstable();
+    assert_eq!(seen, (0..300).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_bad_config_line_is_named_with_file_and_line() {
+    let dir = temp_dir("badconf");
+    let conf = dir.join("user.conf");
+    std::fs::write(
+        &conf,
+        "# ok\n*.Server.target_qps = 100\n*.*.min_duration = soon\n",
+    )
+    .unwrap();
+    let out = loadgen(&[
+        "run",
+        "--scenario",
+        "Server",
+        "--user-conf",
+        conf.to_str().unwrap(),
+        "--total-sample-count",
+        "10",
+        "--performance-sample-count",
+        "10",
+        "--output",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "{}:3: value \"soon\" is not an integer or a number",
+            conf.display()
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn missing_files_and_bad_flags_are_clear_errors() {
+    let dir = temp_dir("missing");
+    let out = loadgen(&[
+        "run",
+        "--scenario",
+        "Offline",
+        "--user-conf",
+        "/nonexistent/user.conf",
+        "--total-sample-count",
+        "10",
+        "--performance-sample-count",
+        "10",
+        "--output",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("cannot read config file /nonexistent/user.conf"));
+
+    let out = loadgen(&[
+        "run",
+        "--scenario",
+        "Offline",
+        "--total-sample-count",
+        "many",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--total-sample-count"));
+}
