@@ -27,7 +27,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -348,7 +348,7 @@ pub struct RunOutput {
     /// The `--output` directory (also holds `stdout.txt`, `stderr.txt` and,
     /// when recorded, `issued.txt`).
     pub dir: PathBuf,
-    /// Wall-clock time from spawn to exit.
+    /// Wall-clock time from spawn to exit (of the process, not of our wait).
     pub wall: Duration,
     /// Peak resident set size of the process, bytes (`ru_maxrss`).
     pub max_rss_bytes: u64,
@@ -436,8 +436,8 @@ pub fn run(engine: Engine, spec: &RunSpec, dir: &Path) -> Result<RunOutput> {
     let child = command
         .spawn()
         .with_context(|| format!("cannot start {}", binary.display()))?;
-    let (status, rusage, timed_out) = wait_with_rusage(child, spec.timeout)?;
-    let wall = started.elapsed();
+    let (status, rusage, exited_at, timed_out) = wait_with_rusage(child, spec.timeout)?;
+    let wall = exited_at - started;
     let output = RunOutput {
         engine,
         dir: out_dir,
@@ -463,33 +463,37 @@ pub fn run(engine: Engine, spec: &RunSpec, dir: &Path) -> Result<RunOutput> {
     Ok(output)
 }
 
-/// Waits for `child` and reaps it with `wait4`, returning its resource usage.
-/// A watchdog kills it after `timeout`. The child is first waited for without
-/// being reaped, and reaped under the lock the watchdog takes before killing,
-/// so the watchdog can never signal a recycled pid.
+/// Waits for `child` and reaps it with `wait4`, returning its exit status,
+/// resource usage, the moment it exited and whether the watchdog killed it
+/// (after `timeout`). The child is first waited for without being reaped,
+/// then reaped under the lock the watchdog takes before killing, so the
+/// watchdog can never signal a recycled pid.
 fn wait_with_rusage(
     child: std::process::Child,
     timeout: Duration,
-) -> Result<(ExitStatus, libc::rusage, bool)> {
+) -> Result<(ExitStatus, libc::rusage, Instant, bool)> {
     let pid = child.id() as libc::pid_t;
     // (reaped, timed_out)
-    let state = Arc::new(Mutex::new((false, false)));
+    let state = Arc::new((Mutex::new((false, false)), Condvar::new()));
     let watchdog = {
         let state = Arc::clone(&state);
         std::thread::spawn(move || {
             let deadline = Instant::now() + timeout;
+            let (lock, wake) = &*state;
+            let mut guard = lock.lock().unwrap();
             loop {
-                std::thread::sleep(Duration::from_millis(50));
-                let mut guard = state.lock().unwrap();
                 if guard.0 {
                     return;
                 }
-                if Instant::now() >= deadline {
+                let now = Instant::now();
+                if now >= deadline {
                     guard.1 = true;
-                    // SAFETY: plain syscall; the pid is unreaped (guard.0 is false).
+                    // SAFETY: plain syscall; the pid is not reaped yet (guard.0
+                    // is false and reaping happens under this lock).
                     unsafe { libc::kill(pid, libc::SIGKILL) };
                     return;
                 }
+                guard = wake.wait_timeout(guard, deadline - now).unwrap().0;
             }
         })
     };
@@ -514,7 +518,9 @@ fn wait_with_rusage(
             return Err(err).context("waitid on the engine process");
         }
     }
-    let mut guard = state.lock().unwrap();
+    let exited_at = Instant::now();
+    let (lock, wake) = &*state;
+    let mut guard = lock.lock().unwrap();
     let mut status: libc::c_int = 0;
     // SAFETY: rusage is plain data; wait4 fills it in.
     let mut rusage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -531,9 +537,10 @@ fn wait_with_rusage(
     guard.0 = true;
     let timed_out = guard.1;
     drop(guard);
+    wake.notify_all();
     let _ = watchdog.join();
     drop(child); // already reaped; dropping a Child does not wait
-    Ok((ExitStatus::from_raw(status), rusage, timed_out))
+    Ok((ExitStatus::from_raw(status), rusage, exited_at, timed_out))
 }
 
 /// Runs the official engine and then ours with the same `spec`, each in its

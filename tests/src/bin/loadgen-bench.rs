@@ -24,8 +24,8 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use netdiv_tests::{
-    detail_value, median, run, summary_value, unique_temp_dir, write_file, Engine, RunOutput, RunSpec,
-    OFFICIAL_VERSION,
+    detail_value, median, run, summary_value, unique_temp_dir, write_file, Engine, RunOutput,
+    RunSpec, OFFICIAL_VERSION,
 };
 
 const USAGE: &str = "\
@@ -70,7 +70,9 @@ fn parse_args() -> Result<Options, String> {
             "--quick" => quick = true,
             "--runs" => {
                 let value = args.next().ok_or("--runs needs a value")?;
-                let n: usize = value.parse().map_err(|_| format!("--runs expects a positive integer, got {value:?}"))?;
+                let n: usize = value
+                    .parse()
+                    .map_err(|_| format!("--runs expects a positive integer, got {value:?}"))?;
                 if n == 0 {
                     return Err("--runs must be at least 1".into());
                 }
@@ -79,7 +81,9 @@ fn parse_args() -> Result<Options, String> {
             "--only" => {
                 let value = args.next().ok_or("--only needs a value")?;
                 if value != "offline" && value != "server" {
-                    return Err(format!("--only expects 'offline' or 'server', got {value:?}"));
+                    return Err(format!(
+                        "--only expects 'offline' or 'server', got {value:?}"
+                    ));
                 }
                 only = Some(value);
             }
@@ -121,7 +125,10 @@ fn bench(options: &Options) -> Result<String> {
         eprintln!("loadgen-bench: {engine}: {}", path.display());
     }
     let mut report = String::new();
-    let _ = writeln!(report, "# LoadGen benchmark: netdiv vs official MLPerf LoadGen {OFFICIAL_VERSION}\n");
+    let _ = writeln!(
+        report,
+        "# LoadGen benchmark: netdiv vs official MLPerf LoadGen {OFFICIAL_VERSION}\n"
+    );
     let _ = writeln!(report, "{}\n", machine_description());
     if options.offline {
         report.push_str(&offline(options)?);
@@ -135,10 +142,19 @@ fn bench(options: &Options) -> Result<String> {
 fn machine_description() -> String {
     let cpu = fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
         .unwrap_or_else(|| "unknown CPU".into());
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
-    let kernel = fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default();
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let kernel = fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
     format!("Machine: {cpu}, {cpus} CPUs available, Linux {kernel}.")
 }
 
@@ -156,8 +172,11 @@ struct OfflineRuns {
 fn offline(options: &Options) -> Result<String> {
     let target_qps = if options.quick { 909_091 } else { 9_090_910 };
     let dir = unique_temp_dir("bench-offline")?;
-    let user_conf =
-        write_file(&dir, "user.conf", &format!("*.Offline.target_qps = {target_qps}\n*.*.min_duration = 1000\n"))?;
+    let user_conf = write_file(
+        &dir,
+        "user.conf",
+        &format!("*.Offline.target_qps = {target_qps}\n*.*.min_duration = 1000\n"),
+    )?;
     let spec = RunSpec::new("Offline", "PerformanceOnly", 1024, 1024)
         .user_conf(user_conf)
         .record_issued(false)
@@ -172,7 +191,8 @@ fn offline(options: &Options) -> Result<String> {
             let run_dir = dir.join(format!("run{round}"));
             let output = run(engine, &spec, &run_dir)?;
             let detail = output.detail()?;
-            let samples = generated(&detail, "generated_samples_per_query")? * generated(&detail, "generated_query_count")?;
+            let samples = generated(&detail, "generated_samples_per_query")?
+                * generated(&detail, "generated_query_count")?;
             let summary = output.summary()?;
             let sps = summary_number(&summary, "Samples per second", &output)?;
             let wall = output.wall.as_secs_f64();
@@ -182,7 +202,8 @@ fn offline(options: &Options) -> Result<String> {
             r.wall_s.push(wall);
             r.wall_sps.push(samples as f64 / wall);
             r.rss.push(output.max_rss_bytes as f64);
-            r.rss_per_sample.push(output.max_rss_bytes as f64 / samples as f64);
+            r.rss_per_sample
+                .push(output.max_rss_bytes as f64 / samples as f64);
             eprintln!(
                 "offline/{engine} run {}: {samples} samples, summary {sps:.4e} samples/s, wall {wall:.3} s, peak RSS {}",
                 round + 1,
@@ -209,13 +230,41 @@ fn offline(options: &Options) -> Result<String> {
         );
     }
     table_header(&mut out);
-    row(&mut out, "Summary samples per second", median(&official.summary_sps), median(&ours.summary_sps), sci);
-    row(&mut out, "Process wall time (s)", median(&official.wall_s), median(&ours.wall_s), |x| format!("{x:.3}"));
-    row(&mut out, "Wall-clock samples per second", median(&official.wall_sps), median(&ours.wall_sps), sci);
-    row(&mut out, "Peak RSS", median(&official.rss), median(&ours.rss), mib);
-    row(&mut out, "Peak RSS bytes per sample", median(&official.rss_per_sample), median(&ours.rss_per_sample), |x| {
-        format!("{x:.1}")
-    });
+    row(
+        &mut out,
+        "Summary samples per second",
+        median(&official.summary_sps),
+        median(&ours.summary_sps),
+        sci,
+    );
+    row(
+        &mut out,
+        "Process wall time (s)",
+        median(&official.wall_s),
+        median(&ours.wall_s),
+        |x| format!("{x:.3}"),
+    );
+    row(
+        &mut out,
+        "Wall-clock samples per second",
+        median(&official.wall_sps),
+        median(&ours.wall_sps),
+        sci,
+    );
+    row(
+        &mut out,
+        "Peak RSS",
+        median(&official.rss),
+        median(&ours.rss),
+        mib,
+    );
+    row(
+        &mut out,
+        "Peak RSS bytes per sample",
+        median(&official.rss_per_sample),
+        median(&ours.rss_per_sample),
+        |x| format!("{x:.1}"),
+    );
     out.push('\n');
     Ok(out)
 }
@@ -249,20 +298,43 @@ fn server(options: &Options) -> Result<String> {
         (of(&searches[0]), of(&searches[1]))
     };
     let (a, b) = pick(|p| p.qps as f64);
-    row(&mut out, "Highest VALID target QPS", a, b, |x| thousands(x as u64));
+    row(&mut out, "Highest VALID target QPS", a, b, |x| {
+        thousands(x as u64)
+    });
     let (a, b) = pick(|p| p.completed_sps);
-    row(&mut out, "Completed samples per second there", a, b, |x| format!("{x:.0}"));
+    row(&mut out, "Completed samples per second there", a, b, |x| {
+        format!("{x:.0}")
+    });
     let (a, b) = pick(|p| p.generated_queries as f64);
-    row(&mut out, "Generated queries there", a, b, |x| thousands(x as u64));
+    row(&mut out, "Generated queries there", a, b, |x| {
+        thousands(x as u64)
+    });
     let (a, b) = pick(|p| p.max_rss_bytes as f64);
     row(&mut out, "Peak RSS there", a, b, mib);
     let (a, b) = pick(|p| p.max_rss_bytes as f64 / p.generated_queries.max(1) as f64);
-    row(&mut out, "Peak RSS bytes per generated query", a, b, |x| format!("{x:.1}"));
+    row(&mut out, "Peak RSS bytes per generated query", a, b, |x| {
+        format!("{x:.1}")
+    });
     out.push('\n');
     for (engine, search) in Engine::ALL.iter().zip(&searches) {
-        let probes: Vec<String> =
-            search.probes.iter().map(|p| format!("{} {}", thousands(p.qps), if p.valid { "VALID" } else { "INVALID" })).collect();
-        let _ = writeln!(out, "- {} probes: {}{}", label(*engine), probes.join(", "), search.note);
+        let probes: Vec<String> = search
+            .probes
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} {}",
+                    thousands(p.qps),
+                    if p.valid { "VALID" } else { "INVALID" }
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "- {} probes: {}{}",
+            label(*engine),
+            probes.join(", "),
+            search.note
+        );
     }
     out.push('\n');
     Ok(out)
@@ -298,7 +370,10 @@ fn server_search(engine: Engine, duration_ms: u64) -> Result<Search> {
             let last_rss = probes.last().map(|p| p.max_rss_bytes).unwrap_or(0);
             if let Some(available) = mem_available_bytes() {
                 if last_rss.saturating_mul(2) > available / 4 * 3 {
-                    note = format!(" (stopped doubling: the next probe would need ~{} of RAM)", mib(2.0 * last_rss as f64));
+                    note = format!(
+                        " (stopped doubling: the next probe would need ~{} of RAM)",
+                        mib(2.0 * last_rss as f64)
+                    );
                     break;
                 }
             }
@@ -320,7 +395,11 @@ fn server_search(engine: Engine, duration_ms: u64) -> Result<Search> {
             lo /= 2;
             if lo < FLOOR_QPS {
                 let _ = fs::remove_dir_all(&dir);
-                return Ok(Search { probes, best: None, note: format!(" (INVALID even at {FLOOR_QPS} QPS)") });
+                return Ok(Search {
+                    probes,
+                    best: None,
+                    note: format!(" (INVALID even at {FLOOR_QPS} QPS)"),
+                });
             }
         }
     }
@@ -336,9 +415,17 @@ fn server_search(engine: Engine, duration_ms: u64) -> Result<Search> {
         }
     }
     let _ = fs::remove_dir_all(&dir);
-    let best = probes.iter().rev().find(|p| p.valid && p.qps == lo).cloned();
+    let best = probes
+        .iter()
+        .rev()
+        .find(|p| p.valid && p.qps == lo)
+        .cloned();
     let best = best.ok_or_else(|| anyhow!("{engine}: no VALID probe at {lo} QPS"))?;
-    Ok(Search { probes, best: Some(best), note })
+    Ok(Search {
+        probes,
+        best: Some(best),
+        note,
+    })
 }
 
 fn server_probe(engine: Engine, qps: u64, duration_ms: u64, dir: &Path) -> Result<Probe> {
@@ -357,7 +444,8 @@ fn server_probe(engine: Engine, qps: u64, duration_ms: u64, dir: &Path) -> Resul
     let output = run(engine, &spec, &run_dir)?;
     let summary = output.summary()?;
     let valid = summary_value(&summary, "Result is").as_deref() == Some("VALID");
-    let completed_sps = summary_number(&summary, "Completed samples per second", &output).unwrap_or(f64::NAN);
+    let completed_sps =
+        summary_number(&summary, "Completed samples per second", &output).unwrap_or(f64::NAN);
     let generated_queries = generated(&output.detail()?, "generated_query_count")?;
     eprintln!(
         "server/{engine}: {} QPS -> {} (completed {completed_sps:.0}/s, wall {:.2} s, peak RSS {})",
@@ -366,7 +454,13 @@ fn server_probe(engine: Engine, qps: u64, duration_ms: u64, dir: &Path) -> Resul
         output.wall.as_secs_f64(),
         mib(output.max_rss_bytes as f64)
     );
-    let probe = Probe { qps, valid, completed_sps, generated_queries, max_rss_bytes: output.max_rss_bytes };
+    let probe = Probe {
+        qps,
+        valid,
+        completed_sps,
+        generated_queries,
+        max_rss_bytes: output.max_rss_bytes,
+    };
     let _ = fs::remove_dir_all(&run_dir);
     Ok(probe)
 }
@@ -385,8 +479,13 @@ fn generated(detail: &[(String, serde_json::Value)], key: &str) -> Result<u64> {
 }
 
 fn summary_number(summary: &str, label: &str, output: &RunOutput) -> Result<f64> {
-    let text = summary_value(summary, label)
-        .with_context(|| format!("{}: no '{label}' line in {}/mlperf_log_summary.txt", output.engine, output.dir.display()))?;
+    let text = summary_value(summary, label).with_context(|| {
+        format!(
+            "{}: no '{label}' line in {}/mlperf_log_summary.txt",
+            output.engine,
+            output.dir.display()
+        )
+    })?;
     match text.parse::<f64>() {
         Ok(x) => Ok(x),
         Err(_) => bail!("{}: '{label}' is not a number: {text:?}", output.engine),
@@ -405,10 +504,25 @@ fn table_header(out: &mut String) {
 }
 
 fn row(out: &mut String, metric: &str, official: f64, ours: f64, format: impl Fn(f64) -> String) {
-    let show = |x: f64| if x.is_finite() { format(x) } else { "n/a".to_string() };
+    let show = |x: f64| {
+        if x.is_finite() {
+            format(x)
+        } else {
+            "n/a".to_string()
+        }
+    };
     let ratio = ours / official;
-    let ratio = if ratio.is_finite() { format!("{ratio:.2}") } else { "n/a".to_string() };
-    let _ = writeln!(out, "| {metric} | {} | {} | {ratio} |", show(official), show(ours));
+    let ratio = if ratio.is_finite() {
+        format!("{ratio:.2}")
+    } else {
+        "n/a".to_string()
+    };
+    let _ = writeln!(
+        out,
+        "| {metric} | {} | {} | {ratio} |",
+        show(official),
+        show(ours)
+    );
 }
 
 fn sci(x: f64) -> String {
