@@ -21,7 +21,10 @@ pub struct SampleTable {
     first_sequence_id: u64,
     origin: Instant,
     samples_per_query: usize,
-    /// Nanoseconds since `origin` plus one; 0 while pending.
+    /// One bit per sample, set by the completion that claims it: one
+    /// atomic `fetch_or` claims up to 64 consecutive samples.
+    done_bits: Vec<AtomicU64>,
+    /// Nanoseconds since `origin`, written once by the claiming thread.
     completed_at: Vec<AtomicU64>,
     query_remaining: Vec<AtomicU32>,
     query_done_at: Vec<AtomicU64>,
@@ -78,6 +81,7 @@ impl SampleTable {
             first_sequence_id,
             origin,
             samples_per_query: samples_per_query.max(1),
+            done_bits: zeroed_atomics(sample_count.div_ceil(64)),
             completed_at: zeroed_atomics(sample_count),
             query_remaining,
             query_done_at: zeroed_atomics(query_count),
@@ -101,44 +105,56 @@ impl SampleTable {
         self.origin.elapsed().as_nanos() as u64
     }
 
-    fn record(&self, response: &QuerySampleResponse<'_>, at: u64) {
-        let Some(slot) = response
-            .id
-            .checked_sub(self.first_sequence_id)
+    /// The table slot of a response id, if it belongs to this table.
+    fn slot_of(&self, id: u64) -> Option<usize> {
+        id.checked_sub(self.first_sequence_id)
             .map(|i| i as usize)
             .filter(|&i| i < self.completed_at.len())
-        else {
-            self.error(format!(
-                "Received completion for unknown response id {}.",
-                response.id
-            ));
-            return;
-        };
-        if self.completed_at[slot]
-            .compare_exchange(0, at + 1, Ordering::AcqRel, Ordering::Relaxed)
-            .is_err()
-        {
-            self.error(format!(
-                "Attempted to complete a sample twice (response id {}).",
-                response.id
-            ));
-            return;
+    }
+
+    /// Claims `group`: consecutive responses with known ids whose slots
+    /// lie in one 64-sample word of the done bitmap, each slot once. Records
+    /// their time and kept data and returns how many were new; slots
+    /// claimed before are reported as double completions.
+    fn claim_group(&self, group: &[QuerySampleResponse<'_>], at: u64, settle: &mut Settler) -> u64 {
+        let Some(first) = group.first() else { return 0 };
+        let slot_of = |r: &QuerySampleResponse<'_>| (r.id - self.first_sequence_id) as usize;
+        let word = slot_of(first) / 64;
+        let mask = group.iter().fold(0u64, |m, r| m | 1 << (slot_of(r) % 64));
+        let before = self.done_bits[word].fetch_or(mask, Ordering::AcqRel);
+        let mut claimed = 0;
+        for response in group {
+            let slot = slot_of(response);
+            if before & (1 << (slot % 64)) != 0 {
+                self.error(format!(
+                    "Attempted to complete a sample twice (response id {}).",
+                    response.id
+                ));
+                continue;
+            }
+            self.completed_at[slot].store(at, Ordering::Relaxed);
+            let keep = match &self.keep {
+                KeepPolicy::None => false,
+                KeepPolicy::All => true,
+                KeepPolicy::Selected(flags) => flags[slot],
+            };
+            if keep {
+                // Only the claiming thread gets here, so the cell is empty.
+                let _ = self.kept[slot].set(response.data.into());
+            }
+            settle.add(self, slot, at);
+            claimed += 1;
         }
-        let keep = match &self.keep {
-            KeepPolicy::None => false,
-            KeepPolicy::All => true,
-            KeepPolicy::Selected(flags) => flags[slot],
-        };
-        if keep {
-            // This thread won the slot above, so the cell is still empty.
-            let _ = self.kept[slot].set(response.data.into());
-        }
-        let query = slot / self.samples_per_query;
-        if self.query_remaining[query].fetch_sub(1, Ordering::AcqRel) == 1 {
+        claimed
+    }
+
+    /// Counts `n` completed samples of `query` (one atomic operation for a
+    /// run of samples of the same query).
+    fn settle(&self, query: usize, n: u32, at: u64) {
+        if self.query_remaining[query].fetch_sub(n, Ordering::AcqRel) == n {
             self.query_done_at[query].store(at + 1, Ordering::Release);
             self.queries_completed.fetch_add(1, Ordering::AcqRel);
         }
-        self.samples_completed.fetch_add(1, Ordering::SeqCst);
     }
 
     fn error(&self, message: String) {
@@ -194,10 +210,8 @@ impl SampleTable {
 
     /// Completion time of a sample (ns since origin), if it completed.
     pub fn completed_at(&self, slot: usize) -> Option<u64> {
-        match self.completed_at[slot].load(Ordering::Acquire) {
-            0 => None,
-            t => Some(t - 1),
-        }
+        let done = self.done_bits[slot / 64].load(Ordering::Acquire) & (1 << (slot % 64)) != 0;
+        done.then(|| self.completed_at[slot].load(Ordering::Relaxed))
     }
 
     /// Time every sample of query `q` was done (ns since origin).
@@ -226,15 +240,38 @@ impl SampleTable {
     }
 }
 
+/// Written out before the run starts, so no page is first touched (and
+/// faulted in) while samples are completing.
 fn zeroed_atomics(n: usize) -> Vec<AtomicU64> {
-    // Zeroed memory comes straight from the allocator; pages are touched
-    // only when samples complete.
-    let mut v: Vec<u64> = vec![0; n];
-    let (ptr, len, cap) = (v.as_mut_ptr(), v.len(), v.capacity());
-    std::mem::forget(v);
-    // SAFETY: AtomicU64 has the same size and alignment as u64, and the
-    // vector's allocation is handed over whole.
-    unsafe { Vec::from_raw_parts(ptr.cast::<AtomicU64>(), len, cap) }
+    (0..n).map(|_| AtomicU64::new(0)).collect()
+}
+
+/// Accumulates completed samples per query so a run of samples of one
+/// query settles with one atomic update (and no division per sample).
+#[derive(Default)]
+struct Settler {
+    query: usize,
+    slots: std::ops::Range<usize>,
+    pending: u32,
+}
+
+impl Settler {
+    fn add(&mut self, table: &SampleTable, slot: usize, at: u64) {
+        if !self.slots.contains(&slot) {
+            self.finish(table, at);
+            let spq = table.samples_per_query;
+            self.query = slot / spq;
+            self.slots = self.query * spq..(self.query + 1) * spq;
+        }
+        self.pending += 1;
+    }
+
+    fn finish(&mut self, table: &SampleTable, at: u64) {
+        if self.pending > 0 {
+            table.settle(self.query, self.pending, at);
+            self.pending = 0;
+        }
+    }
 }
 
 /// The handle a SUT completes samples through (`QuerySamplesComplete`).
@@ -251,11 +288,36 @@ impl Completer {
 
     /// Records that these samples are done, all with one timestamp.
     pub fn complete(&self, responses: &[QuerySampleResponse<'_>]) {
-        let at = self.table.now_ns();
-        for r in responses {
-            self.table.record(r, at);
+        let table = &*self.table;
+        let at = table.now_ns();
+        let mut settle = Settler::default();
+        let mut recorded = 0u64;
+        // Consecutive responses whose slots share a word of the done bitmap
+        // are claimed with one atomic operation.
+        let (mut group_start, mut word, mut mask) = (0, usize::MAX, 0u64);
+        for (i, r) in responses.iter().enumerate() {
+            let Some(slot) = table.slot_of(r.id) else {
+                recorded += table.claim_group(&responses[group_start..i], at, &mut settle);
+                table.error(format!(
+                    "Received completion for unknown response id {}.",
+                    r.id
+                ));
+                (group_start, word, mask) = (i + 1, usize::MAX, 0);
+                continue;
+            };
+            let bit = 1u64 << (slot % 64);
+            if slot / 64 != word || mask & bit != 0 {
+                recorded += table.claim_group(&responses[group_start..i], at, &mut settle);
+                (group_start, word, mask) = (i, slot / 64, 0);
+            }
+            mask |= bit;
         }
-        self.table.wake_issuer();
+        recorded += table.claim_group(&responses[group_start..], at, &mut settle);
+        settle.finish(table, at);
+        table
+            .samples_completed
+            .fetch_add(recorded, Ordering::SeqCst);
+        table.wake_issuer();
     }
 
     /// Ends the run with an error: the SUT cannot complete what it was given
