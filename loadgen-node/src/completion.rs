@@ -9,7 +9,7 @@
 //! table after the run.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 use std::time::Instant;
 
@@ -57,7 +57,8 @@ pub enum WaitFor {
 }
 
 struct Waiter {
-    thread: Mutex<Option<Thread>>,
+    /// The issuing thread, set before its first park; read without a lock.
+    thread: OnceLock<Thread>,
     parked: AtomicBool,
 }
 
@@ -93,7 +94,7 @@ impl SampleTable {
             first_error: OnceLock::new(),
             abort: OnceLock::new(),
             waiter: Waiter {
-                thread: Mutex::new(None),
+                thread: OnceLock::new(),
                 parked: AtomicBool::new(false),
             },
         }
@@ -164,7 +165,7 @@ impl SampleTable {
 
     fn wake_issuer(&self) {
         if self.waiter.parked.load(Ordering::SeqCst) {
-            if let Some(t) = self.waiter.thread.lock().ok().and_then(|g| g.clone()) {
+            if let Some(t) = self.waiter.thread.get() {
                 t.unpark();
             }
         }
@@ -186,7 +187,8 @@ impl SampleTable {
             }
             std::hint::spin_loop();
         }
-        *self.waiter.thread.lock().expect("waiter lock") = Some(std::thread::current());
+        // One thread issues and waits for the whole table.
+        let _ = self.waiter.thread.set(std::thread::current());
         loop {
             if let Some(reason) = self.abort.get() {
                 return Err(reason.clone());
@@ -324,7 +326,7 @@ impl Completer {
     /// (for example every node of a network SUT is gone).
     pub fn abort(&self, reason: impl Into<String>) {
         let _ = self.table.abort.set(reason.into());
-        if let Some(t) = self.table.waiter.thread.lock().ok().and_then(|g| g.clone()) {
+        if let Some(t) = self.table.waiter.thread.get() {
             t.unpark();
         }
     }

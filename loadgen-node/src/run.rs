@@ -39,6 +39,9 @@ pub enum TestError {
     /// The settings leave nothing to issue.
     #[error("nothing to issue: {0}")]
     Empty(String),
+    /// The settings ask for something this engine does not measure.
+    #[error("not supported by the netdiv engine: {0}")]
+    Unsupported(String),
 }
 
 /// Options of the engine that are not MLPerf settings.
@@ -84,6 +87,14 @@ pub fn start_test(
     log_settings: &LogSettings,
     options: EngineOptions,
 ) -> Result<TestOutcome, TestError> {
+    if requested.use_token_latencies {
+        // Refuse rather than report a verdict without TTFT/TPOT.
+        return Err(TestError::Unsupported(
+            "use_token_latencies = 1 (the LLM benchmarks' first-token and per-token latencies); \
+             run this model under the official LoadGen"
+                .into(),
+        ));
+    }
     let origin = Instant::now();
     let origin_wall = SystemTime::now();
     std::fs::create_dir_all(&log_settings.outdir).map_err(|e| {

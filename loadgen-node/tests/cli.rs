@@ -164,3 +164,27 @@ fn missing_files_and_bad_flags_are_clear_errors() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--total-sample-count"));
 }
+
+#[test]
+fn token_latency_models_are_refused_not_misreported() {
+    let dir = temp_dir("tokens");
+    let out = loadgen(&[
+        "run",
+        "--scenario",
+        "Offline",
+        "--model",
+        "llama2-70b",
+        "--total-sample-count",
+        "10",
+        "--performance-sample-count",
+        "10",
+        "--output",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("not supported by the netdiv engine: use_token_latencies"),
+        "{stderr}"
+    );
+}
