@@ -658,6 +658,41 @@ fn performance_issue_same() {
         .check();
 }
 
+/// TEST01: responses sampled into the accuracy log of a performance run by
+/// the accuracy-log seed and sampling target (compared entry by entry).
+#[test]
+fn accuracy_log_sampling_test01() {
+    Case::new(
+        "accuracy_log_sampling_test01",
+        "SingleStream",
+        "PerformanceOnly",
+        4096,
+        1024,
+        SINGLE_STREAM,
+    )
+    .with_user_conf(
+        "*.*.accuracy_log_rng_seed = 720381539243781796\n*.*.accuracy_log_sampling_target = 512\n",
+    )
+    .check();
+}
+
+/// The same sampling in Offline, where the expected count is samples.
+#[test]
+fn accuracy_log_sampling_offline() {
+    Case::new(
+        "accuracy_log_sampling_offline",
+        "Offline",
+        "PerformanceOnly",
+        4096,
+        1024,
+        OFFLINE,
+    )
+    .with_user_conf(
+        "*.*.accuracy_log_rng_seed = 720381539243781796\n*.*.accuracy_log_sampling_target = 4000\n",
+    )
+    .check();
+}
+
 /// `--mlperf-conf` replaces the built-in text and is where seeds come from.
 #[test]
 fn custom_mlperf_conf_seeds() {
