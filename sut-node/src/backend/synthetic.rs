@@ -1,0 +1,133 @@
+//! A synthetic accelerator: it takes as long as a configured cost model and
+//! answers with a deterministic function of the input bytes, so a response
+//! delivered to the wrong sample is detectable end to end.
+
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+use super::Backend;
+
+/// Cost model and output shape of the synthetic backend.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SyntheticConfig {
+    /// Fixed cost of running one batch, in microseconds.
+    pub batch_cost_us: u64,
+    /// Added cost per sample in a batch, in microseconds.
+    pub sample_cost_us: u64,
+    /// Batches that can run at once.
+    pub devices: usize,
+    /// Output size per sample in bytes (at least 8).
+    pub output_bytes: usize,
+}
+
+impl Default for SyntheticConfig {
+    fn default() -> Self {
+        Self {
+            batch_cost_us: 0,
+            sample_cost_us: 0,
+            devices: 1,
+            output_bytes: 8,
+        }
+    }
+}
+
+/// The synthetic backend.
+#[derive(Debug)]
+pub struct SyntheticBackend {
+    config: SyntheticConfig,
+}
+
+impl SyntheticBackend {
+    pub fn new(config: SyntheticConfig) -> Self {
+        Self { config }
+    }
+}
+
+/// FNV-1a, 64-bit: cheap and good enough to tell inputs apart.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf29ce484222325u64, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x100000001b3)
+    })
+}
+
+/// The output the synthetic backend gives for `input`: its FNV-1a hash
+/// (little endian), then that hash repeated to `output_bytes` (so outputs
+/// compress well, to exercise response codecs).
+pub fn expected_output(input: &[u8], output_bytes: usize) -> Vec<u8> {
+    let hash = fnv1a(input).to_le_bytes();
+    hash.iter()
+        .copied()
+        .cycle()
+        .take(output_bytes.max(8))
+        .collect()
+}
+
+/// Waits `d`: sleeps for long waits, spins for short ones so small costs
+/// are not inflated by timer slack.
+fn busy_for(d: Duration) {
+    let until = Instant::now() + d;
+    if d > Duration::from_micros(200) {
+        std::thread::sleep(d - Duration::from_micros(100));
+    }
+    while Instant::now() < until {
+        std::hint::spin_loop();
+    }
+}
+
+impl Backend for SyntheticBackend {
+    fn kind(&self) -> &'static str {
+        "synthetic"
+    }
+
+    fn detail(&self) -> String {
+        let c = &self.config;
+        format!(
+            "batch_cost_us={} sample_cost_us={} devices={} output_bytes={}",
+            c.batch_cost_us, c.sample_cost_us, c.devices, c.output_bytes
+        )
+    }
+
+    fn devices(&self) -> usize {
+        self.config.devices.max(1)
+    }
+
+    fn run(&self, _device: usize, inputs: &[&[u8]]) -> Vec<Result<Vec<u8>, String>> {
+        let cost = self.config.batch_cost_us + self.config.sample_cost_us * inputs.len() as u64;
+        if cost > 0 {
+            busy_for(Duration::from_micros(cost));
+        }
+        inputs
+            .iter()
+            .map(|i| Ok(expected_output(i, self.config.output_bytes)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_is_a_function_of_the_input() {
+        let a = expected_output(b"abc", 8);
+        assert_eq!(a, expected_output(b"abc", 8));
+        assert_ne!(a, expected_output(b"abd", 8));
+        assert_eq!(expected_output(b"abc", 20).len(), 20);
+        assert_eq!(&expected_output(b"abc", 20)[..8], &a[..]);
+    }
+
+    #[test]
+    fn cost_model_takes_its_time() {
+        let b = SyntheticBackend::new(SyntheticConfig {
+            batch_cost_us: 1000,
+            sample_cost_us: 500,
+            ..Default::default()
+        });
+        let t = Instant::now();
+        let out = b.run(0, &[b"x", b"y"]);
+        assert!(t.elapsed() >= Duration::from_micros(2000));
+        assert_eq!(out.len(), 2);
+    }
+}

@@ -1,0 +1,19 @@
+//! # sut-node
+//!
+//! The daemon that runs on each SUT chassis of a Network-division system:
+//! it accepts queries from the LoadGen node's QDL over gRPC and QUIC,
+//! decodes inputs (timed, SUT side), batches samples for its backend, and
+//! sends exactly one completion per sample back.
+//!
+//! It owns transports' servers ([`server`]), the node core ([`node`]),
+//! batching ([`batcher`]), backends ([`backend`]), TLS ([`tls`]) and what
+//! the node reports about itself ([`nic`]). It knows nothing of LoadGen
+//! internals: samples arrive as response ids and bytes.
+
+pub mod backend;
+pub mod batcher;
+pub mod config;
+pub mod nic;
+pub mod node;
+pub mod server;
+pub mod tls;

@@ -1,0 +1,110 @@
+//! gRPC: the `netdiv.v1.SutNode` service. Handlers are thin: check the
+//! version, hand the query to the node, stream completions back.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures::Stream;
+use netdiv_proto::{pb, VERSION_HEADER};
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use super::{next_batch, version_mismatch};
+use crate::node::Node;
+
+/// The service; `closing` flips when the node has drained for shutdown.
+pub struct GrpcService {
+    pub node: Arc<Node>,
+    pub closing: watch::Receiver<bool>,
+}
+
+fn check_header<T>(request: &Request<T>) -> Result<(), Status> {
+    let version = request
+        .metadata()
+        .get(VERSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u32>().ok());
+    match version {
+        None => Err(Status::failed_precondition(format!(
+            "missing {VERSION_HEADER} metadata (this node speaks version {})",
+            netdiv_proto::PROTOCOL_VERSION
+        ))),
+        Some(v) => match version_mismatch(v) {
+            Some(msg) => Err(Status::failed_precondition(msg)),
+            None => Ok(()),
+        },
+    }
+}
+
+type CompletionStream = Pin<Box<dyn Stream<Item = Result<pb::CompletionBatch, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl pb::sut_node_server::SutNode for GrpcService {
+    async fn name(
+        &self,
+        request: Request<pb::NameRequest>,
+    ) -> Result<Response<pb::NameResponse>, Status> {
+        if let Some(msg) = version_mismatch(request.get_ref().protocol_version) {
+            return Err(Status::failed_precondition(msg));
+        }
+        Ok(Response::new(pb::NameResponse {
+            name: self.node.settings().name.clone(),
+            protocol_version: netdiv_proto::PROTOCOL_VERSION,
+        }))
+    }
+
+    async fn info(
+        &self,
+        _request: Request<pb::InfoRequest>,
+    ) -> Result<Response<pb::NodeInfo>, Status> {
+        Ok(Response::new(self.node.info(crate::nic::interfaces())))
+    }
+
+    type InferStream = CompletionStream;
+
+    async fn infer(
+        &self,
+        request: Request<Streaming<pb::Query>>,
+    ) -> Result<Response<Self::InferStream>, Status> {
+        check_header(&request)?;
+        let peer = request
+            .remote_addr()
+            .map_or("unknown".into(), |a| a.to_string());
+        let mut inbound = request.into_inner();
+        let (reply_tx, mut reply_rx) = mpsc::unbounded_channel::<pb::Completion>();
+        let (out_tx, out_rx) = mpsc::channel::<Result<pb::CompletionBatch, Status>>(64);
+        let node = self.node.clone();
+        let mut closing = self.closing.clone();
+        let errors = out_tx.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    message = inbound.message() => match message {
+                        Ok(Some(query)) => {
+                            node.submit_query(query, &reply_tx);
+                        }
+                        Ok(None) => break,
+                        Err(status) => {
+                            eprintln!("sut-node {}: gRPC stream from {peer} ended: {}", node.settings().name, status.message());
+                            let _ = errors.send(Err(Status::invalid_argument(format!("bad query message: {}", status.message())))).await;
+                            break;
+                        }
+                    },
+                    _ = async { let _ = closing.wait_for(|c| *c).await; } => break,
+                }
+            }
+            // Dropping the last sender here lets the stream end once every
+            // queued sample has been answered.
+            drop(reply_tx);
+        });
+        tokio::spawn(async move {
+            while let Some(batch) = next_batch(&mut reply_rx, 4096).await {
+                if out_tx.send(Ok(batch)).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(out_rx))))
+    }
+}
