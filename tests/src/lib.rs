@@ -37,6 +37,8 @@ use serde_json::Value;
 pub const OFFICIAL_VERSION: &str = "6.0.17";
 
 /// How long one engine run may take before it is killed.
+pub mod sut_client;
+
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The workspace root (the parent of this package).
@@ -51,9 +53,11 @@ pub fn workspace_root() -> &'static Path {
 /// `NETDIV_LOADGEN_NODE=/path/to/loadgen-node` skips the build.
 pub fn loadgen_node_bin() -> Result<PathBuf> {
     static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BIN.get_or_init(|| build_loadgen_node().map_err(|e| format!("{e:#}")))
-        .clone()
-        .map_err(|e| anyhow!(e))
+    BIN.get_or_init(|| {
+        build_release_bin("loadgen-node", "NETDIV_LOADGEN_NODE").map_err(|e| format!("{e:#}"))
+    })
+    .clone()
+    .map_err(|e| anyhow!(e))
 }
 
 /// The official driver, built (and cached) by `tests/official/fetch-build.sh`
@@ -78,8 +82,22 @@ fn existing_file_from_env(var: &str) -> Result<Option<PathBuf>> {
     }
 }
 
-fn build_loadgen_node() -> Result<PathBuf> {
-    if let Some(path) = existing_file_from_env("NETDIV_LOADGEN_NODE")? {
+/// The release `sut-node` binary, built on first use.
+///
+/// `NETDIV_SUT_NODE=/path/to/sut-node` skips the build.
+pub fn sut_node_bin() -> Result<PathBuf> {
+    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BIN.get_or_init(|| {
+        build_release_bin("sut-node", "NETDIV_SUT_NODE").map_err(|e| format!("{e:#}"))
+    })
+    .clone()
+    .map_err(|e| anyhow!(e))
+}
+
+/// Builds the binary `name` of the package of the same name in release
+/// mode and returns the path cargo reports for it.
+fn build_release_bin(name: &str, env_override: &str) -> Result<PathBuf> {
+    if let Some(path) = existing_file_from_env(env_override)? {
         return Ok(path);
     }
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
@@ -89,9 +107,9 @@ fn build_loadgen_node() -> Result<PathBuf> {
             "build",
             "--release",
             "-p",
-            "loadgen-node",
+            name,
             "--bin",
-            "loadgen-node",
+            name,
             "--message-format=json-render-diagnostics",
         ])
         .stdin(Stdio::null())
@@ -99,7 +117,7 @@ fn build_loadgen_node() -> Result<PathBuf> {
         .with_context(|| format!("cannot run {}", Path::new(&cargo).display()))?;
     if !output.status.success() {
         bail!(
-            "`cargo build --release -p loadgen-node --bin loadgen-node` failed ({}):\n{}",
+            "`cargo build --release -p {name} --bin {name}` failed ({}):\n{}",
             output.status,
             tail(&String::from_utf8_lossy(&output.stderr), 60)
         );
@@ -110,14 +128,14 @@ fn build_loadgen_node() -> Result<PathBuf> {
         let Ok(message) = serde_json::from_str::<Value>(line) else {
             continue;
         };
-        if message["reason"] == "compiler-artifact" && message["target"]["name"] == "loadgen-node" {
+        if message["reason"] == "compiler-artifact" && message["target"]["name"] == name {
             if let Some(path) = message["executable"].as_str() {
                 executable = Some(PathBuf::from(path));
             }
         }
     }
     let executable = executable
-        .ok_or_else(|| anyhow!("cargo built loadgen-node but reported no executable for it"))?;
+        .ok_or_else(|| anyhow!("cargo built {name} but reported no executable for it"))?;
     if !executable.is_file() {
         bail!(
             "cargo reported {} but it does not exist",

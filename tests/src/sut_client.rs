@@ -1,0 +1,243 @@
+//! Test and benchmark clients of a real `sut-node` process: start one on
+//! port 0 and read where it listens, then talk gRPC or QUIC to it. The
+//! QDL will have its own production clients; these stay minimal.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Context, Result};
+use netdiv_proto::framing::{self, FrameDecoder};
+use netdiv_proto::pb::{self, quic_request, quic_response, sut_node_client::SutNodeClient};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
+
+/// A running sut-node; killed when dropped.
+pub struct NodeProcess {
+    pub child: Child,
+    pub name: String,
+    pub grpc: Option<SocketAddr>,
+    pub quic: Option<SocketAddr>,
+    /// The --dev-tls directory, when TLS is on.
+    pub certs: Option<PathBuf>,
+    stderr_path: PathBuf,
+}
+
+impl NodeProcess {
+    /// Starts `sut-node --name NAME ARGS...` and waits for its
+    /// "listening" line. `certs` adds `--dev-tls certs`.
+    pub fn start(name: &str, certs: Option<&Path>, args: &[&str]) -> Result<NodeProcess> {
+        let bin = crate::sut_node_bin()?;
+        let stderr_path = std::env::temp_dir().join(format!(
+            "netdiv-sut-node-{}-{name}-{}.stderr",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)?
+                .as_nanos()
+        ));
+        let mut cmd = Command::new(&bin);
+        cmd.args(["--name", name, "--listen", "127.0.0.1:0"])
+            .args(args);
+        if let Some(dir) = certs {
+            cmd.arg("--dev-tls").arg(dir);
+        }
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr_path)?)
+            .spawn()
+            .with_context(|| format!("cannot start {}", bin.display()))?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let line = {
+            use std::io::BufRead;
+            let mut line = String::new();
+            std::io::BufReader::new(stdout).read_line(&mut line)?;
+            line
+        };
+        if !line.contains(" listening ") {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "sut-node {name} did not start: {line:?}\n{}",
+                std::fs::read_to_string(&stderr_path).unwrap_or_default()
+            );
+        }
+        let field = |key: &str| -> Option<SocketAddr> {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(key))
+                .and_then(|v| v.parse().ok())
+        };
+        Ok(NodeProcess {
+            grpc: field("grpc="),
+            quic: field("quic="),
+            name: name.to_string(),
+            certs: certs.map(Path::to_path_buf),
+            child,
+            stderr_path,
+        })
+    }
+
+    /// What the node wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+}
+
+impl Drop for NodeProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.stderr_path);
+    }
+}
+
+/// A client certificate to present, from a --dev-tls directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientCert {
+    None,
+    Dev,
+}
+
+/// A gRPC channel to `node` (TLS when the node has certificates).
+pub async fn grpc_client(node: &NodeProcess, cert: ClientCert) -> Result<SutNodeClient<Channel>> {
+    let addr = node
+        .grpc
+        .ok_or_else(|| anyhow!("node has no gRPC listener"))?;
+    let channel = match &node.certs {
+        None => {
+            Channel::from_shared(format!("http://{addr}"))?
+                .connect()
+                .await?
+        }
+        Some(dir) => {
+            let mut tls = ClientTlsConfig::new()
+                .ca_certificate(Certificate::from_pem(std::fs::read(dir.join("ca.pem"))?))
+                .domain_name("localhost");
+            if cert == ClientCert::Dev {
+                tls = tls.identity(Identity::from_pem(
+                    std::fs::read(dir.join("client.pem"))?,
+                    std::fs::read(dir.join("client.key"))?,
+                ));
+            }
+            Channel::from_shared(format!("https://{addr}"))?
+                .tls_config(tls)?
+                .connect()
+                .await?
+        }
+    };
+    Ok(SutNodeClient::new(channel)
+        .max_decoding_message_size(256 << 20)
+        .max_encoding_message_size(256 << 20))
+}
+
+/// A request with the protocol-version header set.
+pub fn versioned<T>(message: T) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.metadata_mut().insert(
+        netdiv_proto::VERSION_HEADER,
+        netdiv_proto::PROTOCOL_VERSION
+            .to_string()
+            .parse()
+            .expect("ascii"),
+    );
+    request
+}
+
+/// A QUIC connection to `node`, offering `alpn`.
+pub async fn quic_connect(
+    node: &NodeProcess,
+    cert: ClientCert,
+    alpn: &[u8],
+) -> Result<quinn::Connection> {
+    let addr = node
+        .quic
+        .ok_or_else(|| anyhow!("node has no QUIC listener"))?;
+    let dir = node
+        .certs
+        .as_ref()
+        .ok_or_else(|| anyhow!("QUIC needs the node's certificates"))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(dir.join("ca.pem"))? {
+        roots.add(c?)?;
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_root_certificates(roots);
+    let mut crypto = match cert {
+        ClientCert::None => builder.with_no_client_auth(),
+        ClientCert::Dev => builder.with_client_auth_cert(
+            CertificateDer::pem_file_iter(dir.join("client.pem"))?
+                .collect::<Result<Vec<_>, _>>()?,
+            PrivateKeyDer::from_pem_file(dir.join("client.key"))?,
+        )?,
+    };
+    crypto.alpn_protocols = vec![alpn.to_vec()];
+    let config = quinn::ClientConfig::new(Arc::new(
+        quinn::crypto::rustls::QuicClientConfig::try_from(crypto)?,
+    ));
+    let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse()?)?;
+    endpoint.set_default_client_config(config);
+    Ok(endpoint.connect(addr, "localhost")?.await?)
+}
+
+/// Sends raw bytes on a new stream and reads every response frame.
+pub async fn quic_raw(conn: &quinn::Connection, bytes: &[u8]) -> Result<Vec<pb::QuicResponse>> {
+    let (mut send, mut recv) = conn.open_bi().await?;
+    send.write_all(bytes).await?;
+    send.finish()?;
+    let mut decoder = FrameDecoder::new(framing::DEFAULT_MAX_FRAME);
+    let mut responses = Vec::new();
+    while let Some(chunk) = recv.read_chunk(1 << 20, true).await? {
+        decoder.push(&chunk.bytes);
+        while let Some(frame) = decoder.next_frame()? {
+            responses.push(framing::decode(&frame, "QuicResponse")?);
+        }
+    }
+    decoder.finish()?;
+    Ok(responses)
+}
+
+/// One request over QUIC, framed properly.
+pub async fn quic_request(
+    conn: &quinn::Connection,
+    kind: quic_request::Kind,
+) -> Result<Vec<pb::QuicResponse>> {
+    let request = pb::QuicRequest {
+        protocol_version: netdiv_proto::PROTOCOL_VERSION,
+        kind: Some(kind),
+    };
+    quic_raw(conn, &framing::encode(&request)).await
+}
+
+/// The completions of a query sent over QUIC; errors on an error frame.
+pub async fn quic_query(conn: &quinn::Connection, query: pb::Query) -> Result<Vec<pb::Completion>> {
+    let mut completions = Vec::new();
+    for r in quic_request(conn, quic_request::Kind::Query(query)).await? {
+        match r.kind {
+            Some(quic_response::Kind::Completions(b)) => completions.extend(b.completions),
+            Some(quic_response::Kind::Error(e)) => bail!("node refused the query: {e}"),
+            other => bail!("unexpected response {other:?}"),
+        }
+    }
+    Ok(completions)
+}
+
+/// A query of plain samples with ids `first..` and the given inputs.
+pub fn plain_query(query_id: u64, first_id: u64, inputs: &[Vec<u8>]) -> pb::Query {
+    pb::Query {
+        query_id,
+        samples: inputs
+            .iter()
+            .enumerate()
+            .map(|(i, data)| pb::Sample {
+                response_id: first_id + i as u64,
+                data: data.clone(),
+                codec: 0,
+                decoded_size: 0,
+            })
+            .collect(),
+    }
+}

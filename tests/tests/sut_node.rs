@@ -1,0 +1,459 @@
+//! The sut-node daemon as a real process on real sockets: round trips over
+//! gRPC and QUIC, batching under load, every kind of bad input (after which
+//! the node still serves a good client), mTLS and graceful shutdown.
+
+use std::time::{Duration, Instant};
+
+use netdiv_proto::codec::{self, Codec};
+use netdiv_proto::pb::{self, quic_request, quic_response};
+use netdiv_tests::sut_client::{
+    grpc_client, plain_query, quic_connect, quic_query, quic_raw, quic_request, versioned,
+    ClientCert, NodeProcess,
+};
+use netdiv_tests::unique_temp_dir;
+use sut_node::backend::synthetic::expected_output;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
+
+fn inputs(n: usize, seed: u8) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| vec![seed, i as u8, (i >> 8) as u8, 7])
+        .collect()
+}
+
+/// Sends queries on one Infer stream and collects every completion.
+async fn grpc_infer(
+    node: &NodeProcess,
+    cert: ClientCert,
+    queries: Vec<pb::Query>,
+) -> anyhow::Result<Vec<pb::Completion>> {
+    let expected: usize = queries.iter().map(|q| q.samples.len()).sum();
+    let mut client = grpc_client(node, cert).await?;
+    let (tx, rx) = mpsc::channel(queries.len().max(1));
+    for q in queries {
+        tx.send(q).await?;
+    }
+    let mut stream = client
+        .infer(versioned(ReceiverStream::new(rx)))
+        .await?
+        .into_inner();
+    let mut got = Vec::new();
+    while got.len() < expected {
+        match tokio::time::timeout(Duration::from_secs(20), stream.next()).await? {
+            Some(batch) => got.extend(batch?.completions),
+            None => break,
+        }
+    }
+    drop(tx);
+    Ok(got)
+}
+
+fn assert_outputs(completions: &[pb::Completion], inputs: &[Vec<u8>], first_id: u64) {
+    assert_eq!(completions.len(), inputs.len(), "one completion per sample");
+    let mut seen = vec![false; inputs.len()];
+    for c in completions {
+        assert!(
+            c.error.is_empty(),
+            "sample {} failed: {}",
+            c.response_id,
+            c.error
+        );
+        let i = (c.response_id - first_id) as usize;
+        assert!(!seen[i], "sample {} completed twice", c.response_id);
+        seen[i] = true;
+        let codec = Codec::from_wire(c.codec).unwrap();
+        let data = codec::decode(codec, &c.data, c.decoded_size, 1 << 20).unwrap();
+        assert_eq!(
+            data,
+            expected_output(&inputs[i], 8),
+            "sample {} got another sample's output",
+            c.response_id
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_round_trip_name_info_health_and_infer() {
+    let node = NodeProcess::start("grpc-a", None, &["--transport", "grpc"]).unwrap();
+    let mut client = grpc_client(&node, ClientCert::None).await.unwrap();
+    let name = client
+        .name(pb::NameRequest {
+            protocol_version: 1,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(name.name, "grpc-a");
+    let info = client.info(pb::InfoRequest {}).await.unwrap().into_inner();
+    assert_eq!(
+        (
+            info.name.as_str(),
+            info.backend.as_str(),
+            info.protocol_version
+        ),
+        ("grpc-a", "synthetic", 1)
+    );
+
+    let mut health = tonic_health::pb::health_client::HealthClient::new(
+        tonic::transport::Channel::from_shared(format!("http://{}", node.grpc.unwrap()))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap(),
+    );
+    let status = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "netdiv.v1.SutNode".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        status.status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+
+    let data = inputs(30, 1);
+    let queries = (0..10)
+        .map(|q| plain_query(q, 100 + q * 3, &data[q as usize * 3..q as usize * 3 + 3]))
+        .collect();
+    let got = grpc_infer(&node, ClientCert::None, queries).await.unwrap();
+    assert_outputs(&got, &data, 100);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quic_round_trip_and_grpc_over_tls() {
+    let certs = unique_temp_dir("sut-certs").unwrap();
+    let node = NodeProcess::start("quic-a", Some(&certs), &[]).unwrap();
+    let conn = quic_connect(&node, ClientCert::None, netdiv_proto::ALPN)
+        .await
+        .unwrap();
+    let r = quic_request(
+        &conn,
+        quic_request::Kind::Name(pb::NameRequest {
+            protocol_version: 1,
+        }),
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(&r[0].kind, Some(quic_response::Kind::Name(n)) if n.name == "quic-a"),
+        "{r:?}"
+    );
+    let r = quic_request(&conn, quic_request::Kind::Info(pb::InfoRequest {}))
+        .await
+        .unwrap();
+    assert!(
+        matches!(&r[0].kind, Some(quic_response::Kind::Info(i)) if i.backend == "synthetic"),
+        "{r:?}"
+    );
+    let data = inputs(8, 2);
+    let got = quic_query(&conn, plain_query(1, 500, &data)).await.unwrap();
+    assert_outputs(&got, &data, 500);
+    // The same node over gRPC with TLS.
+    let got = grpc_infer(&node, ClientCert::None, vec![plain_query(2, 600, &data)])
+        .await
+        .unwrap();
+    assert_outputs(&got, &data, 600);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lz4_inputs_and_responses_round_trip() {
+    let node = NodeProcess::start(
+        "lz4-a",
+        None,
+        &[
+            "--transport",
+            "grpc",
+            "--benchmark",
+            "resnet50",
+            "--response-codec",
+            "lz4",
+        ],
+    )
+    .unwrap();
+    let raw: Vec<u8> = (0..150_528u32).map(|i| (i % 251) as u8).collect();
+    let packed = codec::encode(Codec::Lz4, &raw);
+    let query = pb::Query {
+        query_id: 1,
+        samples: vec![pb::Sample {
+            response_id: 1,
+            data: packed,
+            codec: pb::Codec::Lz4 as i32,
+            decoded_size: raw.len() as u64,
+        }],
+    };
+    let got = grpc_infer(&node, ClientCert::None, vec![query])
+        .await
+        .unwrap();
+    assert_eq!(got[0].codec, pb::Codec::Lz4 as i32);
+    assert_outputs(&got, &[raw], 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batching_forms_batches_under_load() {
+    let node = NodeProcess::start(
+        "batch-a",
+        None,
+        &[
+            "--transport",
+            "grpc",
+            "--max-batch-size",
+            "16",
+            "--max-batch-wait-us",
+            "2000",
+        ],
+    )
+    .unwrap();
+    let got = grpc_infer(
+        &node,
+        ClientCert::None,
+        (0..64)
+            .map(|q| plain_query(q, q, &inputs(1, q as u8)))
+            .collect(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(got.len(), 64);
+    let info = grpc_client(&node, ClientCert::None)
+        .await
+        .unwrap()
+        .info(pb::InfoRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(info.samples_run, 64);
+    assert!(info.largest_batch > 1, "no batch formed: {info:?}");
+    assert!(info.batches_run < 64, "every sample ran alone: {info:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_samples_get_per_sample_errors_and_the_node_keeps_serving() {
+    let dir = unique_temp_dir("sut-cfg").unwrap();
+    let cfg = dir.join("node.toml");
+    std::fs::write(&cfg, "max_sample_bytes = 1000\n").unwrap();
+    let node = NodeProcess::start(
+        "bad-a",
+        None,
+        &[
+            "--transport",
+            "grpc",
+            "--benchmark",
+            "gptj",
+            "--config",
+            cfg.to_str().unwrap(),
+        ],
+    )
+    .unwrap();
+    let sample = |id: u64, data: Vec<u8>, codec: i32, decoded_size: u64| pb::Sample {
+        response_id: id,
+        data,
+        codec,
+        decoded_size,
+    };
+    let query = pb::Query {
+        query_id: 9,
+        samples: vec![
+            sample(1, vec![1, 2, 3], 0, 0),
+            sample(2, vec![0; 2000], 0, 0),
+            sample(3, codec::encode(Codec::Lz4, b"hello"), 1, 5),
+            sample(4, vec![1], 42, 0),
+        ],
+    };
+    let mut got = grpc_infer(&node, ClientCert::None, vec![query])
+        .await
+        .unwrap();
+    got.sort_by_key(|c| c.response_id);
+    assert!(got[0].error.is_empty());
+    assert!(
+        got[1].error.contains("exceeds the limit of 1000"),
+        "{:?}",
+        got[1].error
+    );
+    assert!(
+        got[2].error.contains("codec lz4 is not allowed"),
+        "{:?}",
+        got[2].error
+    );
+    assert!(
+        got[3].error.contains("unknown codec value 42"),
+        "{:?}",
+        got[3].error
+    );
+
+    // Wrong or missing protocol version.
+    let mut client = grpc_client(&node, ClientCert::None).await.unwrap();
+    let err = client
+        .name(pb::NameRequest {
+            protocol_version: 2,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+    assert!(err.message().contains("version 2"), "{}", err.message());
+    let (_tx, rx) = mpsc::channel::<pb::Query>(1);
+    let err = client
+        .infer(tonic::Request::new(ReceiverStream::new(rx)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+
+    // Still serving a good client.
+    let data = inputs(4, 9);
+    assert_outputs(
+        &grpc_infer(&node, ClientCert::None, vec![plain_query(10, 40, &data)])
+            .await
+            .unwrap(),
+        &data,
+        40,
+    );
+    assert!(
+        node.stderr().contains("query 9: sample 2"),
+        "no log line for the bad sample:\n{}",
+        node.stderr()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_quic_frames_and_corrupt_lz4_are_refused_per_stream() {
+    let certs = unique_temp_dir("sut-certs").unwrap();
+    let node = NodeProcess::start("frames-a", Some(&certs), &["--benchmark", "resnet50"]).unwrap();
+    let conn = quic_connect(&node, ClientCert::None, netdiv_proto::ALPN)
+        .await
+        .unwrap();
+    let error_of = |r: Vec<pb::QuicResponse>| match r.into_iter().next().and_then(|r| r.kind) {
+        Some(quic_response::Kind::Error(e)) => e,
+        other => panic!("expected an error frame, got {other:?}"),
+    };
+    // Oversized length prefix, truncated frame, garbage protobuf, wrong version.
+    let e = error_of(quic_raw(&conn, &u32::MAX.to_be_bytes()).await.unwrap());
+    assert!(e.contains("exceeds the limit"), "{e}");
+    let e = error_of(quic_raw(&conn, &[0, 0, 0, 10, 1, 2]).await.unwrap());
+    assert!(e.contains("ended inside a frame"), "{e}");
+    let e = error_of(
+        quic_raw(&conn, &[0, 0, 0, 3, 0xff, 0xff, 0xff])
+            .await
+            .unwrap(),
+    );
+    assert!(e.contains("not a valid QuicRequest"), "{e}");
+    let wrong = netdiv_proto::framing::encode(&pb::QuicRequest {
+        protocol_version: 7,
+        kind: Some(quic_request::Kind::Name(pb::NameRequest {
+            protocol_version: 7,
+        })),
+    });
+    let e = error_of(quic_raw(&conn, &wrong).await.unwrap());
+    assert!(e.contains("version 7"), "{e}");
+    // Corrupt lz4 is a per-sample error; the good sample beside it runs.
+    let query = pb::Query {
+        query_id: 3,
+        samples: vec![
+            pb::Sample {
+                response_id: 1,
+                data: vec![0xf0, 0xff, 0x00],
+                codec: 1,
+                decoded_size: 100,
+            },
+            pb::Sample {
+                response_id: 2,
+                data: vec![5, 5],
+                codec: 0,
+                decoded_size: 0,
+            },
+        ],
+    };
+    let mut got = quic_query(&conn, query).await.unwrap();
+    got.sort_by_key(|c| c.response_id);
+    assert!(got[0].error.contains("corrupt lz4"), "{:?}", got[0]);
+    assert!(got[1].error.is_empty());
+    // Another protocol's ALPN cannot connect at all.
+    assert!(quic_connect(&node, ClientCert::None, b"netdiv/2")
+        .await
+        .is_err());
+    // And the node still serves a fresh, good client.
+    let fresh = quic_connect(&node, ClientCert::None, netdiv_proto::ALPN)
+        .await
+        .unwrap();
+    let data = inputs(3, 4);
+    assert_outputs(
+        &quic_query(&fresh, plain_query(4, 70, &data)).await.unwrap(),
+        &data,
+        70,
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mtls_refuses_clients_without_a_valid_certificate() {
+    let certs = unique_temp_dir("sut-certs").unwrap();
+    let node = NodeProcess::start("mtls-a", Some(&certs), &["--require-client-cert"]).unwrap();
+    let data = inputs(2, 5);
+    // With the client certificate: both transports work.
+    assert_outputs(
+        &grpc_infer(&node, ClientCert::Dev, vec![plain_query(1, 1, &data)])
+            .await
+            .unwrap(),
+        &data,
+        1,
+    );
+    let conn = quic_connect(&node, ClientCert::Dev, netdiv_proto::ALPN)
+        .await
+        .unwrap();
+    assert_outputs(
+        &quic_query(&conn, plain_query(2, 10, &data)).await.unwrap(),
+        &data,
+        10,
+    );
+    // Without it: refused on both.
+    assert!(
+        grpc_infer(&node, ClientCert::None, vec![plain_query(3, 20, &data)])
+            .await
+            .is_err()
+    );
+    let refused = async {
+        let conn = quic_connect(&node, ClientCert::None, netdiv_proto::ALPN).await?;
+        quic_query(&conn, plain_query(4, 30, &data)).await
+    };
+    assert!(
+        refused.await.is_err(),
+        "a client without a certificate was served over QUIC"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_in_flight_samples_then_exits() {
+    let dir = unique_temp_dir("sut-cfg").unwrap();
+    let cfg = dir.join("node.toml");
+    std::fs::write(&cfg, "[synthetic]\nbatch_cost_us = 400000\n").unwrap();
+    let mut node = NodeProcess::start(
+        "drain-a",
+        None,
+        &["--transport", "grpc", "--config", cfg.to_str().unwrap()],
+    )
+    .unwrap();
+    let data = inputs(2, 6);
+    let mut client = grpc_client(&node, ClientCert::None).await.unwrap();
+    let (tx, rx) = mpsc::channel(4);
+    tx.send(plain_query(1, 1, &data)).await.unwrap();
+    let mut stream = client
+        .infer(versioned(ReceiverStream::new(rx)))
+        .await
+        .unwrap()
+        .into_inner();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    // SIGTERM while the batch runs: the samples still complete.
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(node.child.id() as i32, libc::SIGTERM) };
+    let mut got = Vec::new();
+    while let Some(batch) = stream.next().await {
+        match batch {
+            Ok(b) => got.extend(b.completions),
+            Err(_) => break,
+        }
+    }
+    assert_outputs(&got, &data, 1);
+    let status = node.child.wait().unwrap();
+    assert!(status.success(), "exit status {status}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
