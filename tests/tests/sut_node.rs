@@ -457,3 +457,90 @@ async fn sigterm_drains_in_flight_samples_then_exits() {
     assert!(status.success(), "exit status {status}");
     assert!(started.elapsed() < Duration::from_secs(10));
 }
+
+/// Sends raw bytes as gRPC messages, to put malformed protobuf on the wire.
+mod raw {
+    use bytes::{Buf, BufMut};
+    use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+    use tonic::Status;
+
+    #[derive(Clone, Copy, Default)]
+    pub struct RawCodec;
+    pub struct RawEncoder;
+    pub struct RawDecoder;
+
+    impl Codec for RawCodec {
+        type Encode = Vec<u8>;
+        type Decode = Vec<u8>;
+        type Encoder = RawEncoder;
+        type Decoder = RawDecoder;
+        fn encoder(&mut self) -> RawEncoder {
+            RawEncoder
+        }
+        fn decoder(&mut self) -> RawDecoder {
+            RawDecoder
+        }
+    }
+
+    impl Encoder for RawEncoder {
+        type Item = Vec<u8>;
+        type Error = Status;
+        fn encode(&mut self, item: Vec<u8>, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+            dst.put_slice(&item);
+            Ok(())
+        }
+    }
+
+    impl Decoder for RawDecoder {
+        type Item = Vec<u8>;
+        type Error = Status;
+        fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Vec<u8>>, Status> {
+            Ok(Some(src.copy_to_bytes(src.remaining()).to_vec()))
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_grpc_message_ends_that_stream_only() {
+    let node = NodeProcess::start("garbage-a", None, &["--transport", "grpc"]).unwrap();
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", node.grpc.unwrap()))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static("/netdiv.v1.SutNode/Infer");
+    let garbage = tokio_stream::iter(vec![vec![0xffu8, 0xff, 0xff, 0x01]]);
+    let outcome = match grpc
+        .streaming(versioned(garbage), path, raw::RawCodec)
+        .await
+    {
+        Err(status) => Err(status),
+        Ok(response) => {
+            let mut stream = response.into_inner();
+            match tokio::time::timeout(Duration::from_secs(10), stream.next())
+                .await
+                .unwrap()
+            {
+                Some(Err(status)) => Err(status),
+                other => Ok(other),
+            }
+        }
+    };
+    let status = outcome.expect_err("a malformed Query was accepted");
+    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+    assert!(
+        node.stderr().contains("ended"),
+        "no log line:\n{}",
+        node.stderr()
+    );
+    let data = inputs(2, 8);
+    assert_outputs(
+        &grpc_infer(&node, ClientCert::None, vec![plain_query(1, 1, &data)])
+            .await
+            .unwrap(),
+        &data,
+        1,
+    );
+}
