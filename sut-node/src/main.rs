@@ -105,7 +105,10 @@ async fn run(cli: Cli) -> Result<()> {
         let mut stop = closing.clone();
         let router = builder.add_service(health_service).add_service(service);
         tasks.push(tokio::spawn(async move {
-            let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+            // Nagle would hold small writes (completions, window updates)
+            // for the peer's delayed ACK: tens of milliseconds per query.
+            let incoming =
+                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
             let result = router
                 .serve_with_incoming_shutdown(incoming, async move {
                     let _ = stop.wait_for(|c| *c).await;
