@@ -28,26 +28,29 @@ use netdiv_tests::{
     RunSpec, OFFICIAL_VERSION,
 };
 
-const USAGE: &str = "\
-usage: loadgen-bench [--quick] [--runs N] [--only offline|server]
-
-Benchmarks netdiv's loadgen-node against the official MLPerf LoadGen (C++,
-built by tests/official/fetch-build.sh), both with a null SUT, and prints a
-markdown report with netdiv/official ratios.
-
-  --quick         smoke version: 1M Offline samples, 1 s Server probes, 1 run
-  --runs N        Offline runs per engine, median reported (default 3; 1 with --quick)
-  --only WHICH    run only the 'offline' or the 'server' part
-  -h, --help      this text
-
-Offline: one query of ~10M samples (target_qps 9090910, min_duration 1 s,
-1024 samples); summary samples/s, wall time, wall samples/s, peak RSS and
-RSS bytes per sample. Server: highest VALID target QPS with 5 s runs,
-starting at 10k QPS, doubling until INVALID, then bisecting to 5 %.
-
-Env: NETDIV_LOADGEN_NODE / NETDIV_OFFICIAL_DRIVER use prebuilt binaries.
-Run it on an otherwise idle machine; it takes a few minutes.
-";
+/// Benchmarks netdiv's loadgen-node against the official MLPerf LoadGen
+/// (C++, built by tests/official/fetch-build.sh), both with a null SUT, and
+/// prints a markdown report with netdiv/official ratios.
+///
+/// Offline: one query of ~10M samples (target_qps 9090910, min_duration 1 s,
+/// 1024 samples); summary samples/s, wall time, wall samples/s, peak RSS and
+/// RSS bytes per sample. Server: highest VALID target QPS with 5 s runs,
+/// starting at 10k QPS, doubling until INVALID, then bisecting to 5 %.
+/// NETDIV_LOADGEN_NODE / NETDIV_OFFICIAL_DRIVER use prebuilt binaries. Run it
+/// on an otherwise idle machine; it takes a few minutes.
+#[derive(Debug, clap::Parser)]
+#[command(name = "loadgen-bench")]
+struct Cli {
+    /// Smoke version: 1M Offline samples, 1 s Server probes, 1 run.
+    #[arg(long)]
+    quick: bool,
+    /// Offline runs per engine, median reported [default: 3; 1 with --quick].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    runs: Option<u64>,
+    /// Run only one part.
+    #[arg(long, value_parser = ["offline", "server"])]
+    only: Option<String>,
+}
 
 struct Options {
     quick: bool,
@@ -56,56 +59,21 @@ struct Options {
     server: bool,
 }
 
-fn parse_args() -> Result<Options, String> {
-    let mut quick = false;
-    let mut runs = None;
-    let mut only: Option<String> = None;
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "-h" | "--help" => {
-                print!("{USAGE}");
-                std::process::exit(0);
-            }
-            "--quick" => quick = true,
-            "--runs" => {
-                let value = args.next().ok_or("--runs needs a value")?;
-                let n: usize = value
-                    .parse()
-                    .map_err(|_| format!("--runs expects a positive integer, got {value:?}"))?;
-                if n == 0 {
-                    return Err("--runs must be at least 1".into());
-                }
-                runs = Some(n);
-            }
-            "--only" => {
-                let value = args.next().ok_or("--only needs a value")?;
-                if value != "offline" && value != "server" {
-                    return Err(format!(
-                        "--only expects 'offline' or 'server', got {value:?}"
-                    ));
-                }
-                only = Some(value);
-            }
-            other => return Err(format!("unknown argument {other:?}")),
+impl From<Cli> for Options {
+    fn from(cli: Cli) -> Self {
+        Options {
+            quick: cli.quick,
+            runs: cli
+                .runs
+                .map_or(if cli.quick { 1 } else { 3 }, |n| n as usize),
+            offline: cli.only.as_deref() != Some("server"),
+            server: cli.only.as_deref() != Some("offline"),
         }
     }
-    Ok(Options {
-        quick,
-        runs: runs.unwrap_or(if quick { 1 } else { 3 }),
-        offline: only.as_deref() != Some("server"),
-        server: only.as_deref() != Some("offline"),
-    })
 }
 
 fn main() -> ExitCode {
-    let options = match parse_args() {
-        Ok(options) => options,
-        Err(message) => {
-            eprintln!("loadgen-bench: {message}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    let options = Options::from(<Cli as clap::Parser>::parse());
     match bench(&options) {
         Ok(report) => {
             print!("{report}");

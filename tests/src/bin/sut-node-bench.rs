@@ -36,21 +36,24 @@ use sut_node::backend::synthetic::expected_output;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-const USAGE: &str = "\
-usage: sut-node-bench [--quick] [--seconds S] [--window W]
-
-Measures queries/s and round-trip latency through one sut-node (synthetic
-backend, zero cost) on loopback, over gRPC (plain and TLS) and QUIC, with
-4-byte and 150528-byte samples (one per query) and 150528-byte lz4 samples,
-one client connection keeping W queries outstanding. Prints a markdown table.
-
-  --seconds S   measured seconds per case (default 3), after a short warm-up
-  --quick       1 s per case
-  --window W    queries outstanding (default 32)
-  -h, --help    this text
-
-Env: NETDIV_SUT_NODE uses a prebuilt sut-node.
-";
+/// Measures queries/s and round-trip latency through one sut-node
+/// (synthetic backend, zero cost) on loopback, over gRPC (plain and TLS) and
+/// QUIC, with 4-byte and 150528-byte samples (one per query) and 150528-byte
+/// lz4 samples, one client connection keeping W queries outstanding. Prints
+/// a markdown table. NETDIV_SUT_NODE uses a prebuilt sut-node.
+#[derive(Debug, clap::Parser)]
+#[command(name = "sut-node-bench")]
+struct Cli {
+    /// Measured seconds per case, after a short warm-up [default: 3; 1 with --quick].
+    #[arg(long)]
+    seconds: Option<f64>,
+    /// 1 s per case.
+    #[arg(long)]
+    quick: bool,
+    /// Queries outstanding.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    window: u64,
+}
 
 /// Decoded size of the large samples: one 224x224x3 ResNet-50 input.
 const LARGE: usize = 224 * 224 * 3;
@@ -62,52 +65,24 @@ struct Options {
     window: usize,
 }
 
-fn parse_args() -> Result<Options, String> {
-    let mut seconds = None;
-    let mut quick = false;
-    let mut window = 32;
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "-h" | "--help" => {
-                print!("{USAGE}");
-                std::process::exit(0);
-            }
-            "--quick" => quick = true,
-            "--seconds" => {
-                let value = args.next().ok_or("--seconds needs a value")?;
-                let s: f64 = value
-                    .parse()
-                    .map_err(|_| format!("--seconds expects a number, got {value:?}"))?;
-                if !(s > 0.0 && s <= 3600.0) {
-                    return Err("--seconds must be in (0, 3600]".into());
-                }
-                seconds = Some(s);
-            }
-            "--window" => {
-                let value = args.next().ok_or("--window needs a value")?;
-                let w: usize = value
-                    .parse()
-                    .map_err(|_| format!("--window expects a positive integer, got {value:?}"))?;
-                if w == 0 || w > 100_000 {
-                    return Err("--window must be in 1..=100000".into());
-                }
-                window = w;
-            }
-            other => return Err(format!("unknown argument {other:?}")),
+impl Cli {
+    fn options(self) -> Result<Options, String> {
+        let seconds = self.seconds.unwrap_or(if self.quick { 1.0 } else { 3.0 });
+        if !(seconds > 0.0 && seconds <= 3600.0) {
+            return Err("--seconds must be in (0, 3600]".into());
         }
+        Ok(Options {
+            seconds,
+            window: self.window as usize,
+        })
     }
-    Ok(Options {
-        seconds: seconds.unwrap_or(if quick { 1.0 } else { 3.0 }),
-        window,
-    })
 }
 
 fn main() -> ExitCode {
-    let options = match parse_args() {
+    let options = match <Cli as clap::Parser>::parse().options() {
         Ok(options) => options,
         Err(message) => {
-            eprintln!("sut-node-bench: {message}\n\n{USAGE}");
+            eprintln!("sut-node-bench: {message}");
             return ExitCode::from(2);
         }
     };
