@@ -8,7 +8,7 @@
 //! LoadGen. Everything else (latencies, logs, traces) is derived from the
 //! table after the run.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 use std::time::Instant;
@@ -29,6 +29,8 @@ pub struct SampleTable {
     query_remaining: Vec<AtomicU32>,
     query_done_at: Vec<AtomicU64>,
     samples_completed: AtomicU64,
+    /// Slots below this were issued; completions beyond it are refused.
+    issued: AtomicUsize,
     queries_completed: AtomicU64,
     /// Responses kept for the accuracy log (empty when none are kept).
     kept: Vec<OnceLock<Box<[u8]>>>,
@@ -87,6 +89,7 @@ impl SampleTable {
             query_remaining,
             query_done_at: zeroed_atomics(query_count),
             samples_completed: AtomicU64::new(0),
+            issued: AtomicUsize::new(0),
             queries_completed: AtomicU64::new(0),
             kept: (0..kept_len).map(|_| OnceLock::new()).collect(),
             keep,
@@ -108,9 +111,18 @@ impl SampleTable {
 
     /// The table slot of a response id, if it belongs to this table.
     fn slot_of(&self, id: u64) -> Option<usize> {
+        // Only samples already handed to the SUT can complete: a response
+        // id of a generated but unissued sample is as unknown as any other.
+        let issued = self.issued.load(Ordering::Acquire);
         id.checked_sub(self.first_sequence_id)
             .map(|i| i as usize)
-            .filter(|&i| i < self.completed_at.len())
+            .filter(|&i| i < issued)
+    }
+
+    /// Samples `0..end` have been (or are being) issued to the SUT.
+    pub fn mark_issued(&self, end: usize) {
+        self.issued
+            .store(end.min(self.completed_at.len()), Ordering::Release);
     }
 
     /// Claims `group`: consecutive responses with known ids whose slots
@@ -337,14 +349,36 @@ mod tests {
     use super::*;
 
     fn table(queries: usize, spq: usize, keep: KeepPolicy) -> Arc<SampleTable> {
-        Arc::new(SampleTable::new(
+        issued_table(queries, spq, keep, queries * spq)
+    }
+
+    fn issued_table(
+        queries: usize,
+        spq: usize,
+        keep: KeepPolicy,
+        issued: usize,
+    ) -> Arc<SampleTable> {
+        let t = Arc::new(SampleTable::new(
             100,
             Instant::now(),
             std::iter::repeat(spq).take(queries),
             spq,
             queries * spq,
             keep,
-        ))
+        ));
+        t.mark_issued(issued);
+        t
+    }
+
+    #[test]
+    fn samples_not_yet_issued_cannot_complete() {
+        let t = issued_table(4, 1, KeepPolicy::None, 2);
+        let c = Completer::new(t.clone());
+        c.complete(&[response(100), response(102)]);
+        let (count, first) = t.errors();
+        assert_eq!(count, 1);
+        assert!(first.unwrap().contains("unknown response id 102"));
+        assert!(t.completed_at(0).is_some() && t.completed_at(2).is_none());
     }
 
     fn response(id: u64) -> QuerySampleResponse<'static> {

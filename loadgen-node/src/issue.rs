@@ -105,6 +105,7 @@ pub fn issue_queries(
             }
         }
         let samples = queries.queries(q, last);
+        table.mark_issued(rec.samples_issued + samples.len());
         sut.issue_query(samples, &completer);
         rec.issue_returned_ns.push(table.now_ns());
         rec.samples_issued += samples.len();
