@@ -41,6 +41,27 @@ pub mod sut_client;
 
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// One line naming the CPU, how many CPUs this process may use and the
+/// kernel, for benchmark reports.
+pub fn machine_description() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    format!("Machine: {cpu}, {cpus} CPUs available, Linux {kernel}.")
+}
+
 /// The workspace root (the parent of this package).
 pub fn workspace_root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

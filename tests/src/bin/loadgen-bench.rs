@@ -97,7 +97,7 @@ fn bench(options: &Options) -> Result<String> {
         report,
         "# LoadGen benchmark: netdiv vs official MLPerf LoadGen {OFFICIAL_VERSION}\n"
     );
-    let _ = writeln!(report, "{}\n", machine_description());
+    let _ = writeln!(report, "{}\n", netdiv_tests::machine_description());
     if options.offline {
         report.push_str(&offline(options)?);
     }
@@ -105,25 +105,6 @@ fn bench(options: &Options) -> Result<String> {
         report.push_str(&server(options)?);
     }
     Ok(report)
-}
-
-fn machine_description() -> String {
-    let cpu = fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(0);
-    let kernel = fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default();
-    format!("Machine: {cpu}, {cpus} CPUs available, Linux {kernel}.")
 }
 
 /// The median-of-runs metrics of one engine in the Offline part.

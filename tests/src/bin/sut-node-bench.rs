@@ -432,25 +432,6 @@ async fn run_case(
     })
 }
 
-fn machine_description() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(0);
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default();
-    format!("Machine: {cpu}, {cpus} CPUs available, Linux {kernel}.")
-}
-
 async fn bench(options: &Options) -> Result<String> {
     let timing = Timing {
         warmup: Duration::from_secs_f64((options.seconds / 6.0).clamp(0.2, 0.5)),
@@ -542,7 +523,7 @@ async fn bench(options: &Options) -> Result<String> {
         "{}\n\nOne sut-node (synthetic backend, zero cost, 1 device, `--benchmark resnet50`), \
          one client connection, window {} queries, 1 sample per query; {:.1} s measured per case \
          after {:.1} s of warm-up. Every completion verified.\n",
-        machine_description(),
+        netdiv_tests::machine_description(),
         options.window,
         timing.measure.as_secs_f64(),
         timing.warmup.as_secs_f64()
