@@ -4,6 +4,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let proto = "netdiv/v1/sut_node.proto";
     println!("cargo:rerun-if-changed={proto}");
     let fds = protox::compile([proto], ["."])?;
-    tonic_prost_build::configure().compile_fds(fds)?;
+    // `bytes` fields as `Bytes`: a sample goes from the QSL's memory into a
+    // message without a copy.
+    tonic_prost_build::configure().bytes(".").compile_fds(fds)?;
     Ok(())
 }

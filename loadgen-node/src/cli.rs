@@ -4,8 +4,12 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use loadgen_node::progress::ProgressMode;
 use loadgen_node::rng::UniformIntVariant;
 use loadgen_node::settings::{Scenario, TestMode};
+use qdl::dispatch::DispatchPolicy;
+use qdl::node_url::NodeUrl;
+use qdl::samples::DType;
 
 /// The netdiv LoadGen node: runs MLPerf Inference benchmarks.
 #[derive(Debug, Parser)]
@@ -17,32 +21,38 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run one test and write the four MLPerf log files.
-    Run(RunArgs),
+    /// Run a test and write the four MLPerf log files. Without --sut-node
+    /// or --sut, runs the embedded default: two local sut-nodes on
+    /// loopback, a short Offline and Server test through the QDL.
+    Run(Box<RunArgs>),
 }
 
-/// Which system under test to drive.
+/// Which in-process system under test to drive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum SutKind {
-    /// In-process SUT that answers at once (measures the LoadGen itself).
+    /// In this process: answers at once (measures the LoadGen itself), or
+    /// with any --synthetic-* flag runs the sut-node's synthetic backend
+    /// and batcher here (the in-process side of the network tax).
     Null,
 }
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The system under test.
-    #[arg(long, value_enum, default_value = "null")]
-    pub sut: SutKind,
-    /// SingleStream, MultiStream, Server or Offline.
+    /// An in-process SUT instead of sut-nodes.
+    #[arg(long, value_enum, conflicts_with = "sut_node")]
+    pub sut: Option<SutKind>,
+    /// SingleStream, MultiStream, Server or Offline [the embedded default
+    /// runs Offline then Server when this is not given].
     #[arg(long, value_parser = parse_scenario)]
-    pub scenario: Scenario,
+    pub scenario: Option<Scenario>,
     /// PerformanceOnly, AccuracyOnly, SubmissionRun or FindPeakPerformance
     /// [default: the config's `mode` key, else PerformanceOnly].
     #[arg(long, value_parser = parse_mode)]
     pub mode: Option<TestMode>,
-    /// Model name used to look up `model.scenario.key` config lines.
-    #[arg(long, default_value = "null")]
-    pub model: String,
+    /// Model name used to look up `model.scenario.key` config lines
+    /// [default: the benchmark's name].
+    #[arg(long)]
+    pub model: Option<String>,
     /// Replaces the embedded mlperf.conf (the only file seeds are read from).
     #[arg(long, value_name = "FILE")]
     pub mlperf_conf: Option<PathBuf>,
@@ -52,14 +62,16 @@ pub struct RunArgs {
     /// Compliance-test overrides [default: ./audit.config if it exists].
     #[arg(long, value_name = "FILE")]
     pub audit_conf: Option<PathBuf>,
-    /// Samples in the QSL.
+    /// Samples in the QSL [default: the number of .npy files, or the
+    /// benchmark's data set size].
     #[arg(long, value_name = "N")]
-    pub total_sample_count: usize,
-    /// Samples that fit in memory at once.
+    pub total_sample_count: Option<usize>,
+    /// Samples that fit in memory at once [default: the benchmark's].
     #[arg(long, value_name = "N")]
-    pub performance_sample_count: usize,
-    /// Directory for the mlperf_log_* files (created if missing).
-    #[arg(long, value_name = "DIR")]
+    pub performance_sample_count: Option<usize>,
+    /// Directory for the mlperf_log_* files (created if missing); the
+    /// embedded default writes one subdirectory per scenario.
+    #[arg(long, value_name = "DIR", default_value = "mlperf-logs")]
     pub output: PathBuf,
     /// Also write every issued QSL index, in issue order, one per line.
     #[arg(long, value_name = "FILE")]
@@ -67,13 +79,123 @@ pub struct RunArgs {
     /// Leave mlperf_log_trace.json empty.
     #[arg(long)]
     pub no_trace: bool,
-    /// Name the null SUT reports.
+    /// Name the in-process SUT reports.
     #[arg(long, default_value = "null-sut")]
     pub sut_name: String,
     /// libstdc++ uniform_int algorithm to reproduce: lemire (GCC >= 11) or
     /// division (older toolchains).
     #[arg(long, default_value = "lemire")]
     pub uniform_int: UniformIntVariant,
+    /// Live progress line on stderr.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub progress: ProgressMode,
+    #[command(flatten)]
+    pub data: DataArgs,
+    #[command(flatten)]
+    pub network: NetworkArgs,
+    #[command(flatten)]
+    pub synthetic: SyntheticArgs,
+}
+
+/// What the samples are.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Samples")]
+pub struct DataArgs {
+    /// Benchmark whose sample shape, data set size and allowed codecs apply
+    /// (resnet50, retinanet, bert, 3d-unet, dlrm-v2, gptj, llama2-70b,
+    /// mixtral-8x7b, stable-diffusion-xl, null) [default: null with --sut
+    /// null, resnet50 otherwise].
+    #[arg(long)]
+    pub benchmark: Option<String>,
+    /// A folder of .npy files, one sample each in file-name order, instead
+    /// of synthetic data.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["sample_shape", "sample_dtype"])]
+    pub data_dir: Option<PathBuf>,
+    /// Shape of synthetic samples, e.g. 3,224,224 [default: the benchmark's].
+    #[arg(long, value_name = "DIMS", value_delimiter = ',')]
+    pub sample_shape: Option<Vec<usize>>,
+    /// Element type of synthetic samples (uint8, int8, int32, int64,
+    /// float16, float32) [default: the benchmark's].
+    #[arg(long, value_name = "TYPE")]
+    pub sample_dtype: Option<DType>,
+    /// Seed of the synthetic data.
+    #[arg(long, default_value_t = 0)]
+    pub sample_seed: u64,
+    /// Compress samples when they are loaded (untimed), if the benchmark
+    /// allows it: none or lz4.
+    #[arg(long, value_name = "CODEC", default_value = "none")]
+    pub sample_codec: netdiv_proto::codec::Codec,
+}
+
+/// Where the sut-nodes are and how the QDL talks to them.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Network SUT (the QDL)")]
+pub struct NetworkArgs {
+    /// A sut-node, as grpc://host:port or quic://host:port (repeat for each
+    /// node).
+    #[arg(long = "sut-node", value_name = "URL")]
+    pub sut_node: Vec<NodeUrl>,
+    /// CA certificate (PEM) the nodes' certificates chain to; turns on TLS.
+    #[arg(long, value_name = "FILE", conflicts_with = "dev_tls")]
+    pub tls_ca: Option<PathBuf>,
+    /// Client certificate (PEM) for nodes that require mTLS.
+    #[arg(long, value_name = "FILE", requires_all = ["tls_key", "tls_ca"])]
+    pub tls_cert: Option<PathBuf>,
+    /// Key (PEM) of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Name to check node certificates against instead of each URL's host.
+    #[arg(long, value_name = "NAME")]
+    pub tls_server_name: Option<String>,
+    /// A sut-node --dev-tls directory: trust its CA, present its client
+    /// certificate.
+    #[arg(long, value_name = "DIR")]
+    pub dev_tls: Option<PathBuf>,
+    /// How pieces of queries are assigned to nodes: round-robin or
+    /// least-outstanding.
+    #[arg(long, default_value = "least-outstanding")]
+    pub dispatch: DispatchPolicy,
+    /// Most samples one node may hold at once; more wait in the QDL.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub window: u64,
+    /// Largest piece a query is cut into, in samples.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub max_piece_samples: usize,
+    /// Threads for network I/O.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub io_threads: usize,
+    /// The sut-node program the embedded default starts [default:
+    /// $NETDIV_SUT_NODE, else sut-node next to this program, else on PATH].
+    #[arg(long, value_name = "FILE")]
+    pub sut_node_bin: Option<PathBuf>,
+}
+
+/// The cost model of the in-process synthetic backend (`--sut null`).
+#[derive(Debug, Args)]
+#[command(next_help_heading = "In-process synthetic backend (--sut null)")]
+pub struct SyntheticArgs {
+    /// Time one batch takes, in microseconds.
+    #[arg(long, value_name = "US")]
+    pub synthetic_batch_cost_us: Option<u64>,
+    /// Time each sample adds to its batch, in microseconds.
+    #[arg(long, value_name = "US")]
+    pub synthetic_sample_cost_us: Option<u64>,
+    /// Batches that run at once.
+    #[arg(long, value_name = "N")]
+    pub synthetic_devices: Option<usize>,
+    /// Largest batch.
+    #[arg(long, value_name = "N")]
+    pub synthetic_max_batch: Option<usize>,
+}
+
+impl SyntheticArgs {
+    /// Whether any cost-model flag was given.
+    pub fn any(&self) -> bool {
+        self.synthetic_batch_cost_us.is_some()
+            || self.synthetic_sample_cost_us.is_some()
+            || self.synthetic_devices.is_some()
+            || self.synthetic_max_batch.is_some()
+    }
 }
 
 fn parse_scenario(s: &str) -> Result<Scenario, String> {
@@ -101,5 +223,18 @@ mod tests {
             err.to_string().contains("unknown scenario \"Sever\""),
             "{err}"
         );
+        let err =
+            Cli::try_parse_from(["loadgen-node", "run", "--sut-node", "tcp://a:1"]).unwrap_err();
+        assert!(err.to_string().contains("unknown scheme \"tcp\""), "{err}");
+        let err = Cli::try_parse_from([
+            "loadgen-node",
+            "run",
+            "--sut",
+            "null",
+            "--sut-node",
+            "grpc://a:1",
+        ])
+        .unwrap_err();
+        assert!(err.to_string().contains("cannot be used with"), "{err}");
     }
 }

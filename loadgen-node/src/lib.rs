@@ -10,15 +10,20 @@
 //! ([`issue`]), completion recording ([`completion`]), results and early
 //! stopping ([`results`], [`early_stopping`]) and the four log files
 //! ([`logs`]). It knows nothing of networks: a SUT is anything that
-//! implements [`sut::SystemUnderTest`], in-process ([`null_sut`]) or the
-//! QDL of another crate.
+//! implements [`sut::SystemUnderTest`]: in-process ([`null_sut`], or the
+//! sut-node's backend in this process, [`local_sut`]) or the QDL of the
+//! `qdl` crate over the network ([`network_sut`]), with a live
+//! [`progress`] line on long runs.
 
 pub mod completion;
 pub mod early_stopping;
 pub mod generate;
 pub mod issue;
+pub mod local_sut;
 pub mod logs;
+pub mod network_sut;
 pub mod null_sut;
+pub mod progress;
 pub mod results;
 pub mod rng;
 pub mod run;

@@ -1,25 +1,30 @@
 //! `loadgen-node`: the LoadGen node's command line.
 
 mod cli;
+mod embedded;
+mod setup;
 
 use std::io::Write;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
 use cli::{Cli, Command, RunArgs, SutKind};
 use loadgen_node::logs::LogSettings;
+use loadgen_node::network_sut::QdlSut;
 use loadgen_node::null_sut::{NullSut, SyntheticQsl};
+use loadgen_node::progress::{Counters, ProgressLine};
 use loadgen_node::run::{start_test, EngineOptions};
-use loadgen_node::settings::{
-    apply_config, ConfKind, ConfigFile, TestSettings, EMBEDDED_MLPERF_CONF,
-};
+use loadgen_node::settings::{Scenario, TestSettings};
+use loadgen_node::sut::{QuerySampleLibrary, SystemUnderTest};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -30,57 +35,85 @@ fn main() -> ExitCode {
     }
 }
 
-/// mlperf.conf (embedded or replaced), then user.conf, then the flags.
-fn settings_from(args: &RunArgs) -> Result<TestSettings> {
-    let mut settings = TestSettings {
-        scenario: args.scenario,
-        ..TestSettings::default()
-    };
-    let mlperf = match &args.mlperf_conf {
-        Some(path) => ConfigFile::load(path)?,
-        None => ConfigFile::parse(EMBEDDED_MLPERF_CONF, "embedded mlperf.conf")?,
-    };
-    let user = args
-        .user_conf
-        .as_deref()
-        .map(ConfigFile::load)
-        .transpose()?;
-    for (cfg, kind) in [
-        (Some(&mlperf), ConfKind::Mlperf),
-        (user.as_ref(), ConfKind::User),
-    ] {
-        let Some(cfg) = cfg else { continue };
-        for (line, key) in &cfg.unknown_keys {
-            eprintln!(
-                "loadgen-node: warning: {}:{line}: {key:?} names no setting; ignored",
-                cfg.origin()
-            );
+fn run(args: &RunArgs) -> Result<()> {
+    if args.sut.is_none() && args.network.sut_node.is_empty() {
+        return embedded::run_default(args);
+    }
+    let scenario = args
+        .scenario
+        .context("--scenario is required with --sut or --sut-node")?;
+    match args.sut {
+        Some(SutKind::Null) => run_in_process(args, scenario),
+        None => {
+            let nodes = args.network.sut_node.clone();
+            run_network(args, scenario, nodes, None, &args.output)
         }
-        apply_config(&mut settings, cfg, &args.model, args.scenario, kind)?;
     }
-    if let Some(mode) = args.mode {
-        settings.mode = mode;
-    }
-    Ok(settings)
 }
 
-fn run(args: RunArgs) -> Result<()> {
-    if args.performance_sample_count == 0 || args.total_sample_count == 0 {
-        bail!("--total-sample-count and --performance-sample-count must be at least 1");
+/// `--sut null`: the engine alone, or the sut-node backend in-process.
+fn run_in_process(args: &RunArgs, scenario: Scenario) -> Result<()> {
+    if !args.synthetic.any() {
+        // No data and no cost: the engine measured on its own.
+        let benchmark = setup::benchmark(args)?;
+        let (total, performance) = setup::counts(args, benchmark, None)?;
+        let settings = setup::settings(args, scenario, None)?;
+        let qsl = SyntheticQsl::new(total, performance);
+        let sut = NullSut::new(args.sut_name.clone());
+        return run_test(args, &sut, &qsl, &settings, &args.output, None);
     }
-    if args.total_sample_count > u32::MAX as usize {
-        bail!(
-            "--total-sample-count {} is larger than 2^32-1",
-            args.total_sample_count
+    let (qsl, benchmark) = setup::qsl(args)?;
+    let settings = setup::settings(args, scenario, None)?;
+    let counters = Arc::new(Counters::default());
+    let sut = setup::local_node_sut(args, &benchmark, qsl.store.clone(), counters.clone());
+    run_test(args, &sut, &qsl, &settings, &args.output, Some(counters))
+}
+
+/// Through the QDL to sut-nodes.
+fn run_network(
+    args: &RunArgs,
+    scenario: Scenario,
+    nodes: Vec<qdl::node_url::NodeUrl>,
+    embedded_conf: Option<&str>,
+    output: &std::path::Path,
+) -> Result<()> {
+    let (qsl, benchmark) = setup::qsl(args)?;
+    let settings = setup::settings(args, scenario, embedded_conf)?;
+    let config = setup::qdl_config(args, nodes, &benchmark)?;
+    let network = qdl::NetworkSut::connect(config, qsl.store.clone())?;
+    for (url, info) in network.node_urls().iter().zip(network.node_infos()) {
+        eprintln!(
+            "loadgen-node: node {url}: {} ({} {}) on {}",
+            info.name, info.backend, info.backend_detail, info.hostname
         );
     }
-    let settings = settings_from(&args)?;
-    let qsl = SyntheticQsl::new(args.total_sample_count, args.performance_sample_count);
-    let sut = match args.sut {
-        SutKind::Null => NullSut::new(args.sut_name.clone()),
+    let counters = Arc::new(Counters::default());
+    let sut = QdlSut {
+        network,
+        counters: counters.clone(),
     };
+    run_test(args, &sut, &qsl, &settings, output, Some(counters))?;
+    let stats = sut.network.stats();
+    if stats.nodes_failed > 0 || stats.resent > 0 {
+        eprintln!(
+            "loadgen-node: {} node(s) failed during the run; {} samples were re-sent to the others",
+            stats.nodes_failed, stats.resent
+        );
+    }
+    Ok(())
+}
+
+/// Runs one test, then prints the summary and where the logs are.
+fn run_test(
+    args: &RunArgs,
+    sut: &dyn SystemUnderTest,
+    qsl: &dyn QuerySampleLibrary,
+    settings: &TestSettings,
+    output: &std::path::Path,
+    counters: Option<Arc<Counters>>,
+) -> Result<()> {
     let logs = LogSettings {
-        outdir: args.output.clone(),
+        outdir: output.to_path_buf(),
         enable_trace: !args.no_trace,
         ..LogSettings::default()
     };
@@ -89,7 +122,16 @@ fn run(args: RunArgs) -> Result<()> {
         audit_config: args.audit_conf.clone(),
         record_issued: args.record_issued.is_some(),
     };
-    let outcome = start_test(&sut, &qsl, &settings, &logs, options)?;
+    let _progress = counters.map(|c| {
+        ProgressLine::start(
+            args.progress,
+            settings.scenario.name().to_string(),
+            Duration::from_millis(settings.min_duration_ms),
+            c,
+        )
+    });
+    let outcome = start_test(sut, qsl, settings, &logs, options)?;
+    drop(_progress);
     if let Some(path) = &args.record_issued {
         let mut out = std::io::BufWriter::new(
             std::fs::File::create(path)
@@ -101,6 +143,13 @@ fn run(args: RunArgs) -> Result<()> {
         out.flush()?;
     }
     print!("{}", outcome.summary_text);
-    println!("Logs written to {}", args.output.display());
+    println!("Logs written to {}", output.display());
+    if outcome.error_count > 0 {
+        bail!(
+            "the run logged {} errors; see {}",
+            outcome.error_count,
+            output.join("mlperf_log_detail.txt").display()
+        );
+    }
     Ok(())
 }

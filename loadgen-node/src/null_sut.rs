@@ -23,8 +23,8 @@ impl NullSut {
 const CHUNK: usize = 4096;
 
 impl SystemUnderTest for NullSut {
-    fn name(&self) -> String {
-        self.name.clone()
+    fn name(&self) -> Result<String, String> {
+        Ok(self.name.clone())
     }
 
     fn issue_query(&self, samples: &[QuerySample], completer: &Completer) {
@@ -70,6 +70,8 @@ impl QuerySampleLibrary for SyntheticQsl {
     fn performance_sample_count(&self) -> usize {
         self.performance
     }
-    fn load_samples_to_ram(&self, _samples: &[QuerySampleIndex]) {}
+    fn load_samples_to_ram(&self, _samples: &[QuerySampleIndex]) -> Result<(), String> {
+        Ok(())
+    }
     fn unload_samples_from_ram(&self, _samples: &[QuerySampleIndex]) {}
 }

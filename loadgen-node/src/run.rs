@@ -36,6 +36,13 @@ pub enum TestError {
     /// The SUT gave up on the run (see `Completer::abort`).
     #[error("the SUT aborted the run: {0}")]
     SutAborted(String),
+    /// The SUT could not say its name (for a Network SUT: a node did not
+    /// answer, or two answered with the same name).
+    #[error("the SUT's name: {0}")]
+    SutName(String),
+    /// The QSL could not load its samples.
+    #[error("loading samples: {0}")]
+    Qsl(String),
     /// The settings leave nothing to issue.
     #[error("nothing to issue: {0}")]
     Empty(String),
@@ -114,7 +121,7 @@ pub fn start_test(
     };
 
     let name_start = Instant::now();
-    let sut_name = sut.name();
+    let sut_name = sut.name().map_err(TestError::SutName)?;
     let name_ns = name_start.elapsed().as_nanos() as u64;
 
     let mut ctx = Context {
@@ -392,8 +399,9 @@ fn first_performance_set(
 
 fn load(ctx: &mut Context, set: &LoadableSet) -> Result<(), TestError> {
     mllog!(ctx.detail, "loaded_qsl_set", set.samples.clone())?;
-    ctx.qsl.load_samples_to_ram(&set.samples);
-    Ok(())
+    ctx.qsl
+        .load_samples_to_ram(&set.samples)
+        .map_err(TestError::Qsl)
 }
 
 fn trace_span(ctx: &mut Context, name: &str, start_ns: u64) -> Result<(), TestError> {

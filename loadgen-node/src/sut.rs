@@ -27,8 +27,9 @@ pub struct QuerySampleResponse<'a> {
 
 /// The system under test as the LoadGen sees it.
 pub trait SystemUnderTest: Send + Sync {
-    /// A name for the logs. Called once per test, timed.
-    fn name(&self) -> String;
+    /// A name for the logs. Called once per test, timed; an error ends the
+    /// test before anything is issued.
+    fn name(&self) -> Result<String, String>;
     /// Starts work on `samples`; each must later be completed exactly once
     /// through `completer`, from any thread.
     fn issue_query(&self, samples: &[QuerySample], completer: &Completer);
@@ -41,7 +42,8 @@ pub trait QuerySampleLibrary: Send + Sync {
     fn name(&self) -> String;
     fn total_sample_count(&self) -> usize;
     fn performance_sample_count(&self) -> usize;
-    /// Called, untimed, before the samples are issued.
-    fn load_samples_to_ram(&self, samples: &[QuerySampleIndex]);
+    /// Called, untimed, before the samples are issued; an error (a sample
+    /// file that cannot be read) ends the test.
+    fn load_samples_to_ram(&self, samples: &[QuerySampleIndex]) -> Result<(), String>;
     fn unload_samples_from_ram(&self, samples: &[QuerySampleIndex]);
 }

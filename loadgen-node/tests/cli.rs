@@ -62,6 +62,8 @@ fn accuracy_run_logs_every_sample_once_with_its_data() {
     let dir = temp_dir("accuracy");
     let out = loadgen(&[
         "run",
+        "--sut",
+        "null",
         "--scenario",
         "Offline",
         "--mode",
@@ -112,6 +114,8 @@ fn a_bad_config_line_is_named_with_file_and_line() {
     .unwrap();
     let out = loadgen(&[
         "run",
+        "--sut",
+        "null",
         "--scenario",
         "Server",
         "--user-conf",
@@ -139,6 +143,8 @@ fn missing_files_and_bad_flags_are_clear_errors() {
     let dir = temp_dir("missing");
     let out = loadgen(&[
         "run",
+        "--sut",
+        "null",
         "--scenario",
         "Offline",
         "--user-conf",
@@ -156,6 +162,8 @@ fn missing_files_and_bad_flags_are_clear_errors() {
 
     let out = loadgen(&[
         "run",
+        "--sut",
+        "null",
         "--scenario",
         "Offline",
         "--total-sample-count",
@@ -170,6 +178,8 @@ fn token_latency_models_are_refused_not_misreported() {
     let dir = temp_dir("tokens");
     let out = loadgen(&[
         "run",
+        "--sut",
+        "null",
         "--scenario",
         "Offline",
         "--model",

@@ -77,7 +77,7 @@ pub fn accept_sample(
                     },
                 });
             }
-            Bytes::from(sample.data)
+            sample.data
         }
         c => Bytes::from(
             codec::decode(c, &sample.data, sample.decoded_size, max_decoded).map_err(|source| {
@@ -95,10 +95,11 @@ pub fn accept_sample(
 pub fn completion(response_id: u64, output: &[u8], codec: Codec) -> pb::Completion {
     pb::Completion {
         response_id,
-        data: codec::encode(codec, output),
+        data: codec::encode(codec, output).into(),
         codec: codec.to_proto() as i32,
         decoded_size: output.len() as u64,
         error: String::new(),
+        retryable: false,
     }
 }
 
@@ -111,6 +112,15 @@ pub fn failed_completion(response_id: u64, error: impl Into<String>) -> pb::Comp
     }
 }
 
+/// A completion for a sample this node did not run and another node may
+/// (it is shutting down).
+pub fn declined_completion(response_id: u64, reason: impl Into<String>) -> pb::Completion {
+    pb::Completion {
+        retryable: true,
+        ..failed_completion(response_id, reason)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,7 +128,7 @@ mod tests {
     fn wire(codec: i32, data: Vec<u8>, decoded_size: u64) -> pb::Sample {
         pb::Sample {
             response_id: 9,
-            data,
+            data: data.into(),
             codec,
             decoded_size,
         }

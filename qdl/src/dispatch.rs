@@ -78,27 +78,30 @@ impl Dispatcher {
     }
 }
 
-/// Splits a query of `samples` samples into contiguous shares, one per
-/// node in `nodes`, as even as possible (earlier nodes take the remainder).
-/// Each share travels as one message of its own: a query is split, never
-/// merged with another. Nodes that would get nothing are left out.
-pub fn split(samples: usize, nodes: &[usize]) -> Vec<(usize, Range<usize>)> {
-    if nodes.is_empty() {
-        return Vec::new();
-    }
-    let base = samples / nodes.len();
-    let extra = samples % nodes.len();
+/// Cuts a query into pieces of consecutive samples: each at most
+/// `max_samples` samples and, unless one sample alone is larger,
+/// `max_bytes` bytes. `sizes` are the samples' wire sizes. Pieces go to
+/// nodes one by one as the nodes have room, so a large (Offline) query is
+/// spread over every node while a small one stays whole; pieces of two
+/// queries are never merged.
+pub fn pieces(sizes: &[u64], max_samples: usize, max_bytes: u64) -> Vec<Range<usize>> {
+    let max_samples = max_samples.max(1);
+    let mut out = Vec::new();
     let mut start = 0;
-    nodes
-        .iter()
-        .enumerate()
-        .filter_map(|(i, &node)| {
-            let len = base + usize::from(i < extra);
-            let share = start..start + len;
-            start += len;
-            (len > 0).then_some((node, share))
-        })
-        .collect()
+    let mut bytes = 0u64;
+    for (i, &size) in sizes.iter().enumerate() {
+        let len = i - start;
+        if len > 0 && (len == max_samples || bytes + size > max_bytes) {
+            out.push(start..i);
+            start = i;
+            bytes = 0;
+        }
+        bytes += size;
+    }
+    if start < sizes.len() {
+        out.push(start..sizes.len());
+    }
+    out
 }
 
 #[cfg(test)]
@@ -128,14 +131,25 @@ mod tests {
     }
 
     #[test]
-    fn split_covers_every_sample_once_in_order() {
-        let shares = split(10, &[3, 5, 7]);
-        assert_eq!(shares, vec![(3, 0..4), (5, 4..7), (7, 7..10)]);
-        assert_eq!(split(2, &[0, 1, 2]), vec![(0, 0..1), (1, 1..2)]);
-        assert!(split(5, &[]).is_empty());
+    fn pieces_cover_every_sample_once_in_order_within_both_limits() {
+        assert_eq!(pieces(&[1; 10], 4, 100), vec![0..4, 4..8, 8..10]);
+        assert_eq!(
+            pieces(&[40, 40, 40, 200, 1], 10, 100),
+            vec![0..2, 2..3, 3..4, 4..5]
+        );
+        assert!(pieces(&[], 4, 100).is_empty());
         for n in 0..50 {
-            let covered: usize = split(n, &[0, 1, 2, 3]).iter().map(|(_, r)| r.len()).sum();
-            assert_eq!(covered, n);
+            let sizes: Vec<u64> = (0..n).map(|i| (i % 7) as u64 * 30).collect();
+            let ps = pieces(&sizes, 5, 100);
+            let mut next = 0;
+            for p in &ps {
+                assert_eq!(p.start, next);
+                assert!(
+                    p.len() <= 5 && (p.len() == 1 || sizes[p.clone()].iter().sum::<u64>() <= 100)
+                );
+                next = p.end;
+            }
+            assert_eq!(next, n);
         }
     }
 }

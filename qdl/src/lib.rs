@@ -1,21 +1,34 @@
 //! # qdl
 //!
 //! The Query Dispatch Library on the LoadGen node: it presents several
-//! sut-node daemons to a LoadGen as one SUT. This crate grows in steps; it
-//! holds so far the parts that decide, free of I/O and tested without
-//! sockets:
+//! sut-node daemons to a LoadGen as one SUT, [`NetworkSut`]. It does only
+//! what the Network-division rules allow a QDL to do: forward queries
+//! (split when large, never merged), send the QSL's bytes unchanged,
+//! decode approved lossless compression of responses, and complete every
+//! sample exactly once. Batching and all pre- and post-processing happen on
+//! the nodes. It knows nothing of which LoadGen drives it: completions go
+//! to a [`CompletionSink`].
 //!
-//! * [`node_url`]: the `grpc://host:port` / `quic://host:port` node
-//!   addresses users give;
-//! * [`name`]: the aggregated `Name()` the rules require (every node's
-//!   unique name, "Network SUT");
-//! * [`dispatch`]: which node gets the next query (round robin, or the less
-//!   loaded of two random choices) and how a large Offline query is split
-//!   across nodes without merging queries.
-//!
-//! Transports, the node pool and completion bookkeeping come next (see the
-//! QDL issue); it will know nothing of which LoadGen drives it.
+//! * [`network`]: the Network SUT (connect, Name, issue, stats);
+//! * [`pool`]: exactly-once bookkeeping, windows and failover, without I/O;
+//! * [`dispatch`]: which node gets the next piece (round robin, or the less
+//!   loaded of two random choices) and how a query is cut into pieces;
+//! * [`name`]: the aggregated `Name()` the rules require;
+//! * [`node_url`]: `grpc://host:port` / `quic://host:port` addresses;
+//! * [`samples`]: the QSL's sample store (synthetic or `.npy` data, loaded
+//!   and compressed at LoadSamplesToRam) and per-benchmark defaults;
+//! * [`tls`]: client TLS and mTLS for both transports;
+//! * `link` (private): the gRPC and QUIC connections.
 
 pub mod dispatch;
+mod link;
 pub mod name;
+pub mod network;
 pub mod node_url;
+pub mod pool;
+pub mod samples;
+pub mod sink;
+pub mod tls;
+
+pub use network::{NetworkSut, QdlConfig, QdlError, QdlStats};
+pub use sink::{CompletionSink, Response};

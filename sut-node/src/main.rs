@@ -84,7 +84,11 @@ async fn run(cli: Cli) -> Result<()> {
             .with_context(|| format!("cannot listen on tcp {}", cli.listen))?;
         let addr = listener.local_addr()?;
         grpc_addr = Some(addr);
-        let mut builder = tonic::transport::Server::builder();
+        // Large HTTP/2 windows: 150 KB samples would otherwise stall on
+        // the 64 KB default, a window update per sample.
+        let mut builder = tonic::transport::Server::builder()
+            .initial_stream_window_size(Some(8 << 20))
+            .initial_connection_window_size(Some(32 << 20));
         if let Some(tls) = &tls {
             let pem = tls.pem()?;
             let mut server_tls = tonic::transport::ServerTlsConfig::new()
@@ -125,10 +129,15 @@ async fn run(cli: Cli) -> Result<()> {
             bail!("QUIC always runs over TLS: give --tls-cert/--tls-key or --dev-tls DIR (or --transport grpc)");
         };
         let crypto = tls.rustls_server(netdiv_proto::ALPN)?;
-        let server_config = quinn::ServerConfig::with_crypto(Arc::new(
+        let mut server_config = quinn::ServerConfig::with_crypto(Arc::new(
             quinn::crypto::rustls::QuicServerConfig::try_from(crypto)
                 .context("QUIC TLS configuration")?,
         ));
+        // One stream per query: the QDL keeps up to its window of queries
+        // in flight, far more than quinn's default of 100 streams.
+        let mut transport = quinn::TransportConfig::default();
+        transport.max_concurrent_bidi_streams(quinn::VarInt::from_u32(1 << 16));
+        server_config.transport_config(Arc::new(transport));
         // Prefer the gRPC port number on UDP too: one port per node.
         let preferred = grpc_addr.unwrap_or(cli.listen);
         let endpoint = quinn::Endpoint::server(server_config.clone(), preferred)

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use netdiv_proto::codec::Codec;
 use netdiv_proto::pb;
-use netdiv_proto::sample::{accept_sample, completion, failed_completion};
+use netdiv_proto::sample::{accept_sample, completion, declined_completion, failed_completion};
 use tokio::sync::{mpsc::UnboundedSender, watch};
 
 use crate::backend::Backend;
@@ -140,7 +140,7 @@ impl Node {
                 .as_ref()
                 .filter(|_| self.accepting.load(Ordering::Acquire))
             else {
-                let _ = reply.send(failed_completion(id, "node is shutting down"));
+                let _ = reply.send(declined_completion(id, "node is shutting down"));
                 continue;
             };
             match accept_sample(sample, self.allowed, self.settings.max_sample_bytes) {
@@ -153,7 +153,7 @@ impl Node {
                     };
                     if queue.send(item).is_err() {
                         self.finish_one();
-                        let _ = reply.send(failed_completion(id, "node is shutting down"));
+                        let _ = reply.send(declined_completion(id, "node is shutting down"));
                     }
                 }
                 Err(e) => {
@@ -240,7 +240,7 @@ mod tests {
     fn sample(id: u64, data: &[u8], codec: i32) -> pb::Sample {
         pb::Sample {
             response_id: id,
-            data: data.to_vec(),
+            data: bytes::Bytes::copy_from_slice(data),
             codec,
             decoded_size: 0,
         }

@@ -234,7 +234,7 @@ pub fn plain_query(query_id: u64, first_id: u64, inputs: &[Vec<u8>]) -> pb::Quer
             .enumerate()
             .map(|(i, data)| pb::Sample {
                 response_id: first_id + i as u64,
-                data: data.clone(),
+                data: data.clone().into(),
                 codec: 0,
                 decoded_size: 0,
             })

@@ -179,7 +179,7 @@ async fn lz4_inputs_and_responses_round_trip() {
         query_id: 1,
         samples: vec![pb::Sample {
             response_id: 1,
-            data: packed,
+            data: packed.into(),
             codec: pb::Codec::Lz4 as i32,
             decoded_size: raw.len() as u64,
         }],
@@ -248,7 +248,7 @@ async fn bad_samples_get_per_sample_errors_and_the_node_keeps_serving() {
     .unwrap();
     let sample = |id: u64, data: Vec<u8>, codec: i32, decoded_size: u64| pb::Sample {
         response_id: id,
-        data,
+        data: data.into(),
         codec,
         decoded_size,
     };
@@ -351,13 +351,13 @@ async fn malformed_quic_frames_and_corrupt_lz4_are_refused_per_stream() {
         samples: vec![
             pb::Sample {
                 response_id: 1,
-                data: vec![0xf0, 0xff, 0x00],
+                data: vec![0xf0, 0xff, 0x00].into(),
                 codec: 1,
                 decoded_size: 100,
             },
             pb::Sample {
                 response_id: 2,
-                data: vec![5, 5],
+                data: vec![5, 5].into(),
                 codec: 0,
                 decoded_size: 0,
             },

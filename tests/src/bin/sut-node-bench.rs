@@ -160,7 +160,7 @@ impl Inputs {
             query_id: id,
             samples: vec![pb::Sample {
                 response_id: id,
-                data: self.wire[i].clone(),
+                data: self.wire[i].clone().into(),
                 codec: self.codec.to_proto() as i32,
                 decoded_size: if self.codec == Codec::None {
                     0

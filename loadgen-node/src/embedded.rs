@@ -1,0 +1,163 @@
+//! The embedded default: `loadgen-node run` with no SUT flags starts two
+//! sut-node processes with the synthetic backend on loopback, runs a short
+//! Offline and Server test through the QDL, prints each summary and where
+//! its logs are, and stops the nodes.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use loadgen_node::settings::Scenario;
+use qdl::node_url::NodeUrl;
+
+use crate::cli::RunArgs;
+
+const USER_CONF: &str = include_str!("embedded-user.conf");
+const NODE_CONFIG: &str = include_str!("embedded-node.toml");
+const NODES: usize = 2;
+
+/// A sut-node this program started; stopped (SIGTERM, then SIGKILL) when
+/// dropped.
+struct LocalNode {
+    child: Child,
+    url: NodeUrl,
+}
+
+impl LocalNode {
+    fn start(program: &Path, name: &str, config: &Path, log: &Path) -> Result<LocalNode> {
+        let mut child = Command::new(program)
+            .args([
+                "--name",
+                name,
+                "--listen",
+                "127.0.0.1:0",
+                "--transport",
+                "grpc",
+            ])
+            .arg("--config")
+            .arg(config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(
+                std::fs::File::create(log)
+                    .with_context(|| format!("cannot create {}", log.display()))?,
+            )
+            .spawn()
+            .with_context(|| format!("cannot start {}", program.display()))?;
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let mut node = LocalNode {
+            child,
+            url: "grpc://127.0.0.1:1".parse().expect("placeholder"),
+        };
+        let line = rx.recv_timeout(Duration::from_secs(20)).unwrap_or_default();
+        let addr = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("grpc="))
+            .ok_or_else(|| {
+                anyhow!(
+                    "sut-node {name} did not start (see {}): {}",
+                    log.display(),
+                    std::fs::read_to_string(log).unwrap_or_default().trim()
+                )
+            })?;
+        node.url = format!("grpc://{addr}")
+            .parse()
+            .map_err(|e| anyhow!("sut-node {name} printed {line:?}: {e}"))?;
+        Ok(node)
+    }
+}
+
+impl Drop for LocalNode {
+    fn drop(&mut self) {
+        // SIGTERM lets the node drain and say it stopped.
+        // SAFETY: kill(2) on our own child's pid has no memory effects.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        for _ in 0..50 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The sut-node program: the flag, `$NETDIV_SUT_NODE`, next to this
+/// program (as cargo builds them), or on PATH.
+fn sut_node_program(args: &RunArgs) -> Result<PathBuf> {
+    if let Some(p) = &args.network.sut_node_bin {
+        return Ok(p.clone());
+    }
+    if let Some(p) = std::env::var_os("NETDIV_SUT_NODE") {
+        return Ok(p.into());
+    }
+    let sibling = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|d| d.join("sut-node")));
+    if let Some(p) = sibling.filter(|p| p.is_file()) {
+        return Ok(p);
+    }
+    let on_path = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join("sut-node"))
+            .find(|p| p.is_file())
+    });
+    on_path.ok_or_else(|| {
+        anyhow!(
+            "the embedded default needs the sut-node program: build it with \
+             `cargo build --release -p sut-node -p loadgen-node`, or give --sut-node-bin"
+        )
+    })
+}
+
+pub fn run_default(args: &RunArgs) -> Result<()> {
+    if args.record_issued.is_some() && args.scenario.is_none() {
+        bail!("--record-issued with the embedded default needs --scenario (it runs two tests)");
+    }
+    let program = sut_node_program(args)?;
+    std::fs::create_dir_all(&args.output)
+        .with_context(|| format!("cannot create {}", args.output.display()))?;
+    let config = args.output.join("embedded-sut-node.toml");
+    std::fs::write(&config, NODE_CONFIG)
+        .with_context(|| format!("cannot write {}", config.display()))?;
+    let mut nodes = Vec::new();
+    for i in 1..=NODES {
+        let name = format!("local-node-{i}");
+        let log = args.output.join(format!("{name}.log"));
+        nodes.push(LocalNode::start(&program, &name, &config, &log)?);
+    }
+    let urls: Vec<NodeUrl> = nodes.iter().map(|n| n.url.clone()).collect();
+    println!(
+        "Embedded default: {NODES} local sut-nodes (synthetic backend) at {}",
+        urls.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let scenarios = match args.scenario {
+        Some(s) => vec![s],
+        None => vec![Scenario::Offline, Scenario::Server],
+    };
+    for scenario in scenarios {
+        println!("\n== {} through the QDL ==", scenario.name());
+        let output = args.output.join(scenario.name());
+        crate::run_network(args, scenario, urls.clone(), Some(USER_CONF), &output)?;
+    }
+    drop(nodes);
+    println!(
+        "\nNode logs and configuration are in {}",
+        args.output.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,92 @@
+//! The QDL as a system under test of this engine, and the QDL's sample
+//! store as its QSL. Thin adapters: the QDL does the work.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use qdl::samples::SampleStore;
+use qdl::{CompletionSink, NetworkSut};
+
+use crate::completion::Completer;
+use crate::progress::Counters;
+use crate::sut::{
+    QuerySample, QuerySampleIndex, QuerySampleLibrary, QuerySampleResponse, SystemUnderTest,
+};
+
+/// Completions from the QDL into this engine's completer.
+pub struct CompleterSink {
+    pub completer: Completer,
+    pub counters: Arc<Counters>,
+}
+
+impl CompletionSink for CompleterSink {
+    fn complete(&self, responses: &[qdl::Response<'_>]) {
+        let converted: Vec<QuerySampleResponse<'_>> = responses
+            .iter()
+            .map(|r| QuerySampleResponse {
+                id: r.response_id,
+                data: r.data,
+            })
+            .collect();
+        self.completer.complete(&converted);
+        self.counters
+            .completed
+            .fetch_add(responses.len() as u64, Ordering::Relaxed);
+    }
+
+    fn fail(&self, reason: &str) {
+        self.completer.abort(reason);
+    }
+}
+
+/// Several sut-nodes, as one SUT.
+pub struct QdlSut {
+    pub network: NetworkSut,
+    pub counters: Arc<Counters>,
+}
+
+impl SystemUnderTest for QdlSut {
+    fn name(&self) -> Result<String, String> {
+        self.network.name().map_err(|e| e.to_string())
+    }
+
+    fn issue_query(&self, samples: &[QuerySample], completer: &Completer) {
+        self.counters
+            .issued
+            .fetch_add(samples.len() as u64, Ordering::Relaxed);
+        let pairs: Vec<(u64, usize)> = samples.iter().map(|s| (s.id, s.index)).collect();
+        let sink: Arc<dyn CompletionSink> = Arc::new(CompleterSink {
+            completer: completer.clone(),
+            counters: self.counters.clone(),
+        });
+        self.network.issue(&pairs, &sink);
+    }
+
+    /// The QDL never holds queries back to batch them, so there is
+    /// nothing to flush.
+    fn flush_queries(&self) {}
+}
+
+/// The samples of a run, held in this process's memory.
+pub struct StoreQsl {
+    pub store: Arc<SampleStore>,
+    pub performance_sample_count: usize,
+}
+
+impl QuerySampleLibrary for StoreQsl {
+    fn name(&self) -> String {
+        format!("netdiv-qsl: {}", self.store.source().describe())
+    }
+    fn total_sample_count(&self) -> usize {
+        self.store.total()
+    }
+    fn performance_sample_count(&self) -> usize {
+        self.performance_sample_count
+    }
+    fn load_samples_to_ram(&self, samples: &[QuerySampleIndex]) -> Result<(), String> {
+        self.store.load(samples).map_err(|e| e.to_string())
+    }
+    fn unload_samples_from_ram(&self, samples: &[QuerySampleIndex]) {
+        self.store.unload(samples);
+    }
+}

@@ -1,0 +1,209 @@
+//! Turning `run` flags into the pieces of a test: settings from the config
+//! files, the sample store and its QSL, the QDL's configuration and the
+//! in-process node.
+
+use std::sync::Arc;
+
+use anyhow::{bail, Result};
+use loadgen_node::local_sut::LocalNodeSut;
+use loadgen_node::network_sut::StoreQsl;
+use loadgen_node::progress::Counters;
+use loadgen_node::settings::{
+    apply_config, ConfKind, ConfigFile, Scenario, TestSettings, EMBEDDED_MLPERF_CONF,
+};
+use netdiv_proto::codec::Codec;
+use qdl::samples::benchmark::{self, BenchmarkDefaults};
+use qdl::samples::{SampleSource, SampleStore};
+
+use crate::cli::{RunArgs, SutKind};
+
+/// The benchmark named by `--benchmark`, or the default for this SUT.
+pub fn benchmark(args: &RunArgs) -> Result<&'static BenchmarkDefaults> {
+    let default = if args.sut == Some(SutKind::Null) {
+        "null"
+    } else {
+        "resnet50"
+    };
+    let name = args.data.benchmark.as_deref().unwrap_or(default);
+    benchmark::lookup(name).map_err(|e| anyhow::anyhow!("--benchmark: {e}"))
+}
+
+/// Total and performance sample counts: the flags, else the data folder's
+/// size, else the benchmark's.
+pub fn counts(
+    args: &RunArgs,
+    benchmark: &BenchmarkDefaults,
+    files: Option<usize>,
+) -> Result<(usize, usize)> {
+    let total = args
+        .total_sample_count
+        .or(files)
+        .unwrap_or(benchmark.total_sample_count);
+    let performance = args
+        .performance_sample_count
+        .unwrap_or(benchmark.performance_sample_count.min(total));
+    if total == 0 || performance == 0 {
+        bail!("--total-sample-count and --performance-sample-count must be at least 1");
+    }
+    if total > u32::MAX as usize {
+        bail!("--total-sample-count {total} is larger than 2^32-1");
+    }
+    if let Some(files) = files {
+        if total > files {
+            bail!(
+                "--total-sample-count {total} is more than the {files} .npy files in {}",
+                args.data
+                    .data_dir
+                    .as_ref()
+                    .expect("files come from a folder")
+                    .display()
+            );
+        }
+    }
+    Ok((total, performance))
+}
+
+/// mlperf.conf (embedded or replaced), then user.conf (or, for the
+/// embedded default, its own short-run settings), then the flags.
+pub fn settings(
+    args: &RunArgs,
+    scenario: Scenario,
+    embedded_user_conf: Option<&str>,
+) -> Result<TestSettings> {
+    let model = match &args.model {
+        Some(m) => m.clone(),
+        None => benchmark(args)?.name.to_string(),
+    };
+    let mut settings = TestSettings {
+        scenario,
+        ..TestSettings::default()
+    };
+    let mlperf = match &args.mlperf_conf {
+        Some(path) => ConfigFile::load(path)?,
+        None => ConfigFile::parse(EMBEDDED_MLPERF_CONF, "embedded mlperf.conf")?,
+    };
+    let user = match (&args.user_conf, embedded_user_conf) {
+        (Some(path), _) => Some(ConfigFile::load(path)?),
+        (None, Some(text)) => Some(ConfigFile::parse(text, "embedded default user.conf")?),
+        (None, None) => None,
+    };
+    for (cfg, kind) in [
+        (Some(&mlperf), ConfKind::Mlperf),
+        (user.as_ref(), ConfKind::User),
+    ] {
+        let Some(cfg) = cfg else { continue };
+        for (line, key) in &cfg.unknown_keys {
+            eprintln!(
+                "loadgen-node: warning: {}:{line}: {key:?} names no setting; ignored",
+                cfg.origin()
+            );
+        }
+        apply_config(&mut settings, cfg, &model, scenario, kind)?;
+    }
+    if let Some(mode) = args.mode {
+        settings.mode = mode;
+    }
+    Ok(settings)
+}
+
+/// The sample store the flags describe, as a QSL, and the benchmark.
+pub fn qsl(args: &RunArgs) -> Result<(StoreQsl, String)> {
+    let bench = benchmark(args)?;
+    let codec = args.data.sample_codec;
+    if !benchmark::allowed_codecs(bench.name).contains(&codec) {
+        bail!(
+            "--sample-codec {}: the rules allow no compression for {} (allowed: none)",
+            codec.name(),
+            bench.name
+        );
+    }
+    let source = match &args.data.data_dir {
+        Some(dir) => SampleSource::npy_dir(dir)?,
+        None => SampleSource::Synthetic {
+            shape: args
+                .data
+                .sample_shape
+                .clone()
+                .unwrap_or_else(|| bench.shape.to_vec()),
+            dtype: args.data.sample_dtype.unwrap_or(bench.dtype),
+            seed: args.data.sample_seed,
+        },
+    };
+    let (total, performance) = counts(args, bench, source.count())?;
+    let store = Arc::new(SampleStore::new(source, codec, total));
+    Ok((
+        StoreQsl {
+            store,
+            performance_sample_count: performance,
+        },
+        bench.name.to_string(),
+    ))
+}
+
+/// The QDL's configuration from the network flags.
+pub fn qdl_config(
+    args: &RunArgs,
+    nodes: Vec<qdl::node_url::NodeUrl>,
+    benchmark: &str,
+) -> Result<qdl::QdlConfig> {
+    let n = &args.network;
+    let tls = match (&n.dev_tls, &n.tls_ca) {
+        (Some(dir), _) => Some(qdl::tls::ClientTls::dev(dir)),
+        (None, Some(ca)) => Some(qdl::tls::ClientTls {
+            ca: ca.clone(),
+            identity: n.tls_cert.clone().zip(n.tls_key.clone()),
+            server_name: None,
+        }),
+        (None, None) => None,
+    }
+    .map(|mut tls| {
+        tls.server_name = n.tls_server_name.clone().or(tls.server_name);
+        tls
+    });
+    if n.window == 0 || n.max_piece_samples == 0 || n.io_threads == 0 {
+        bail!("--window, --max-piece-samples and --io-threads must be at least 1");
+    }
+    let mut config = qdl::QdlConfig::new(nodes, benchmark);
+    config.tls = tls;
+    config.policy = n.dispatch;
+    config.window.samples = n.window;
+    config.max_piece_samples = n.max_piece_samples;
+    config.io_threads = n.io_threads;
+    Ok(config)
+}
+
+/// The sut-node's synthetic backend and batcher, in this process.
+pub fn local_node_sut(
+    args: &RunArgs,
+    benchmark: &str,
+    store: Arc<SampleStore>,
+    counters: Arc<Counters>,
+) -> LocalNodeSut {
+    use sut_node::backend::synthetic::{SyntheticBackend, SyntheticConfig};
+    use sut_node::batcher::BatchPolicy;
+    use sut_node::node::{Node, NodeSettings};
+    let s = &args.synthetic;
+    let synthetic = SyntheticConfig {
+        batch_cost_us: s.synthetic_batch_cost_us.unwrap_or(0),
+        sample_cost_us: s.synthetic_sample_cost_us.unwrap_or(0),
+        devices: s.synthetic_devices.unwrap_or(1),
+        ..SyntheticConfig::default()
+    };
+    let batching = BatchPolicy {
+        max_batch_size: s
+            .synthetic_max_batch
+            .unwrap_or(BatchPolicy::default().max_batch_size),
+        ..BatchPolicy::default()
+    };
+    let node = Node::start(
+        NodeSettings {
+            name: args.sut_name.clone(),
+            benchmark: benchmark.to_string(),
+            response_codec: Codec::None,
+            max_sample_bytes: u64::MAX,
+            batching,
+        },
+        Arc::new(SyntheticBackend::new(synthetic)),
+    );
+    LocalNodeSut::new(args.sut_name.clone(), node, store, counters)
+}

@@ -1,0 +1,151 @@
+//! The gRPC link: one HTTP/2 connection per node, Name and Info as unary
+//! calls, and all queries on one long-lived bidirectional `Infer` stream.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use netdiv_proto::pb::{self, sut_node_client::SutNodeClient};
+use tokio::sync::mpsc::{self, UnboundedSender};
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tonic::transport::{Channel, Endpoint};
+
+use super::{LinkEvents, MAX_MESSAGE};
+use crate::node_url::NodeUrl;
+use crate::tls::ClientTls;
+
+pub(crate) struct GrpcLink {
+    client: SutNodeClient<Channel>,
+    /// The Infer stream's sending half; `None` before start and after
+    /// close.
+    queries: Mutex<Option<UnboundedSender<pb::Query>>>,
+    reader: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// A request carrying the protocol-version header every call needs.
+fn versioned<T>(message: T) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.metadata_mut().insert(
+        netdiv_proto::VERSION_HEADER,
+        tonic::metadata::MetadataValue::from(netdiv_proto::PROTOCOL_VERSION),
+    );
+    request
+}
+
+fn status_text(status: &tonic::Status) -> String {
+    format!("{:?}: {}", status.code(), status.message())
+}
+
+impl GrpcLink {
+    pub async fn connect(url: &NodeUrl, tls: Option<&ClientTls>) -> Result<GrpcLink, String> {
+        let authority = url.to_string();
+        let authority = authority.trim_start_matches("grpc://");
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let mut endpoint = Endpoint::from_shared(format!("{scheme}://{authority}"))
+            .map_err(|e| e.to_string())?
+            .tcp_nodelay(true)
+            .connect_timeout(super::RPC_TIMEOUT)
+            // 150 KB samples would stall on HTTP/2's 64 KB default window.
+            .initial_stream_window_size(8 << 20)
+            .initial_connection_window_size(32 << 20)
+            // A node that vanishes without closing its socket (power, cable)
+            // is noticed within seconds, and its samples re-sent.
+            .http2_keep_alive_interval(Duration::from_secs(1))
+            .keep_alive_timeout(Duration::from_secs(3))
+            .keep_alive_while_idle(true);
+        if let Some(tls) = tls {
+            endpoint = endpoint
+                .tls_config(tls.tonic(&url.host).map_err(|e| e.to_string())?)
+                .map_err(|e| format!("TLS configuration: {e}"))?;
+        }
+        let channel = endpoint.connect().await.map_err(|e| {
+            // The useful part of a transport error is at the end of its chain.
+            let mut text = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                text = format!("{text}: {s}");
+                source = s.source();
+            }
+            text
+        })?;
+        Ok(GrpcLink {
+            client: SutNodeClient::new(channel)
+                .max_decoding_message_size(MAX_MESSAGE)
+                .max_encoding_message_size(MAX_MESSAGE),
+            queries: Mutex::new(None),
+            reader: Mutex::new(None),
+        })
+    }
+
+    pub async fn name(&self) -> Result<String, String> {
+        let request = pb::NameRequest {
+            protocol_version: netdiv_proto::PROTOCOL_VERSION,
+        };
+        let answer = self
+            .client
+            .clone()
+            .name(versioned(request))
+            .await
+            .map_err(|s| status_text(&s))?;
+        Ok(answer.into_inner().name)
+    }
+
+    pub async fn info(&self) -> Result<pb::NodeInfo, String> {
+        let answer = self
+            .client
+            .clone()
+            .info(versioned(pb::InfoRequest {}))
+            .await
+            .map_err(|s| status_text(&s))?;
+        Ok(answer.into_inner())
+    }
+
+    pub async fn start(&self, node: usize, events: Arc<dyn LinkEvents>) -> Result<(), String> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let response = self
+            .client
+            .clone()
+            .infer(versioned(UnboundedReceiverStream::new(rx)))
+            .await
+            .map_err(|s| format!("Infer refused: {}", status_text(&s)))?;
+        let mut completions = response.into_inner();
+        let reader = tokio::spawn(async move {
+            loop {
+                match completions.message().await {
+                    Ok(Some(batch)) => events.completions(node, batch.completions),
+                    Ok(None) => {
+                        events.failed(node, "the node ended the Infer stream".into());
+                        break;
+                    }
+                    Err(status) => {
+                        events.failed(node, format!("Infer stream: {}", status_text(&status)));
+                        break;
+                    }
+                }
+            }
+        });
+        *self.queries.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+        *self.reader.lock().unwrap_or_else(|e| e.into_inner()) = Some(reader);
+        Ok(())
+    }
+
+    /// Ends the Infer stream cleanly: the node answers what it holds, then
+    /// ends its side, and the reader finishes.
+    pub async fn close(&self) {
+        self.queries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let reader = self.reader.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(reader) = reader {
+            let _ = reader.await;
+        }
+    }
+
+    pub fn send(&self, query: pb::Query) {
+        // A closed stream is reported by the reader task; the pool then
+        // takes these samples back.
+        if let Some(tx) = &*self.queries.lock().unwrap_or_else(|e| e.into_inner()) {
+            let _ = tx.send(query);
+        }
+    }
+}

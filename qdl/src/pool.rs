@@ -1,0 +1,389 @@
+//! The bookkeeping that makes completion exactly-once: which node holds
+//! which sample, how much each node has in flight, what waits for room,
+//! and where a failed node's samples go. A state machine with no I/O: every
+//! call returns the sends the caller must perform, so it is tested without
+//! sockets and every transport shares it.
+//!
+//! A sample is *outstanding* on exactly one node at a time. A completion
+//! counts only if it comes from the node the sample is outstanding on; it
+//! then stops being outstanding anywhere. Failing a node takes all of its
+//! outstanding samples back into the queue, so a late answer from that node
+//! finds nothing and is dropped: no sample is completed twice or lost.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::dispatch::{DispatchPolicy, Dispatcher};
+
+/// One sample to run: the LoadGen's response id and where its bytes are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SampleRef {
+    pub response_id: u64,
+    pub index: usize,
+    /// Bytes on the wire, for the in-flight byte budget.
+    pub bytes: u64,
+}
+
+/// Samples of one LoadGen query that travel together in one message; a
+/// large query becomes several pieces, pieces of two queries never merge.
+/// `T` is whatever the caller needs back on completion (its sink).
+#[derive(Clone, Debug)]
+pub struct Piece<T> {
+    pub query_id: u64,
+    pub samples: Vec<SampleRef>,
+    pub tag: T,
+}
+
+/// An instruction to the transports: send this piece to that node.
+#[derive(Debug)]
+pub struct Send<T> {
+    pub node: usize,
+    pub piece: Piece<T>,
+}
+
+/// How much a node may have in flight before it gets no more work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    pub samples: u64,
+    pub bytes: u64,
+}
+
+struct Outstanding<T> {
+    query_id: u64,
+    sample: SampleRef,
+    tag: T,
+}
+
+struct NodeSlot<T> {
+    failure: Option<String>,
+    in_flight: u64,
+    in_flight_bytes: u64,
+    outstanding: HashMap<u64, Outstanding<T>>,
+}
+
+/// Every node failed; the run cannot go on.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("every SUT node has failed ({failures}); {stranded} samples cannot be completed")]
+pub struct AllNodesFailed {
+    pub failures: String,
+    pub stranded: usize,
+}
+
+/// The pool's state; wrap it in a lock to share it.
+pub struct Pool<T> {
+    nodes: Vec<NodeSlot<T>>,
+    pending: VecDeque<Piece<T>>,
+    dispatcher: Dispatcher,
+    window: Window,
+    /// Scratch for `pump`, kept to avoid allocating per decision.
+    outstanding_counts: Vec<u64>,
+    open: Vec<bool>,
+}
+
+impl<T: Clone> Pool<T> {
+    pub fn new(node_count: usize, policy: DispatchPolicy, window: Window, seed: u64) -> Self {
+        Self {
+            nodes: (0..node_count)
+                .map(|_| NodeSlot {
+                    failure: None,
+                    in_flight: 0,
+                    in_flight_bytes: 0,
+                    outstanding: HashMap::new(),
+                })
+                .collect(),
+            pending: VecDeque::new(),
+            dispatcher: Dispatcher::new(policy, seed),
+            window,
+            outstanding_counts: vec![0; node_count],
+            open: vec![false; node_count],
+        }
+    }
+
+    /// Queues pieces and returns what can be sent now; an error once no
+    /// node is left to run them.
+    pub fn submit(
+        &mut self,
+        pieces: impl IntoIterator<Item = Piece<T>>,
+    ) -> Result<Vec<Send<T>>, AllNodesFailed> {
+        self.pending.extend(pieces);
+        self.pump_or_fail()
+    }
+
+    /// Records completions that `node` reported. Returns, in the order
+    /// given, the tag of each id that counts (`None`: not outstanding on
+    /// that node, so already completed or moved; the caller drops it), and
+    /// the sends the freed room allows.
+    pub fn complete(&mut self, node: usize, ids: &[u64]) -> (Vec<Option<T>>, Vec<Send<T>>) {
+        let slot = &mut self.nodes[node];
+        let tags = ids
+            .iter()
+            .map(|id| {
+                slot.outstanding.remove(id).map(|o| {
+                    slot.in_flight -= 1;
+                    slot.in_flight_bytes -= o.sample.bytes;
+                    o.tag
+                })
+            })
+            .collect();
+        (tags, self.pump())
+    }
+
+    /// `node` declined these samples without running them (it is shutting
+    /// down): stop sending it work, and send them elsewhere first.
+    pub fn decline(
+        &mut self,
+        node: usize,
+        ids: &[u64],
+        reason: &str,
+    ) -> Result<Vec<Send<T>>, AllNodesFailed> {
+        let slot = &mut self.nodes[node];
+        slot.failure
+            .get_or_insert_with(|| format!("declined work: {reason}"));
+        let mut returned = Vec::new();
+        for id in ids {
+            if let Some(o) = slot.outstanding.remove(id) {
+                slot.in_flight -= 1;
+                slot.in_flight_bytes -= o.sample.bytes;
+                returned.push(o);
+            }
+        }
+        self.requeue_front(returned);
+        self.pump_or_fail()
+    }
+
+    /// `node` is gone (connection lost, protocol error): every sample it
+    /// still held goes back to the front of the queue for the others.
+    pub fn fail(&mut self, node: usize, reason: &str) -> Result<Vec<Send<T>>, AllNodesFailed> {
+        let slot = &mut self.nodes[node];
+        if slot.failure.is_none() {
+            slot.failure = Some(reason.to_string());
+        }
+        slot.in_flight = 0;
+        slot.in_flight_bytes = 0;
+        let returned: Vec<Outstanding<T>> = slot.outstanding.drain().map(|(_, o)| o).collect();
+        self.requeue_front(returned);
+        self.pump_or_fail()
+    }
+
+    /// Gives up on everything queued or outstanding (no node is left) and
+    /// returns the tags of what was given up, one per piece or sample.
+    pub fn strand(&mut self) -> Vec<T> {
+        let mut tags: Vec<T> = self.pending.drain(..).map(|p| p.tag).collect();
+        for slot in &mut self.nodes {
+            slot.in_flight = 0;
+            slot.in_flight_bytes = 0;
+            tags.extend(slot.outstanding.drain().map(|(_, o)| o.tag));
+        }
+        tags
+    }
+
+    /// Whether `node` still takes work.
+    pub fn is_healthy(&self, node: usize) -> bool {
+        self.nodes[node].failure.is_none()
+    }
+
+    /// Samples sent and not yet completed, on all nodes.
+    pub fn in_flight(&self) -> u64 {
+        self.nodes.iter().map(|n| n.in_flight).sum()
+    }
+
+    /// Samples waiting for room on a node.
+    pub fn queued(&self) -> usize {
+        self.pending.iter().map(|p| p.samples.len()).sum()
+    }
+
+    fn failures(&self) -> String {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| n.failure.as_ref().map(|f| format!("node {i}: {f}")))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    fn pump_or_fail(&mut self) -> Result<Vec<Send<T>>, AllNodesFailed> {
+        if self.nodes.iter().all(|n| n.failure.is_some()) {
+            return Err(AllNodesFailed {
+                failures: self.failures(),
+                stranded: self.queued(),
+            });
+        }
+        Ok(self.pump())
+    }
+
+    /// Puts returned samples back at the head of the queue, one piece per
+    /// original query so queries stay unmerged.
+    fn requeue_front(&mut self, mut returned: Vec<Outstanding<T>>) {
+        // Oldest query first, then issue order within it.
+        returned.sort_by_key(|o| (o.query_id, o.sample.response_id));
+        let mut pieces: Vec<Piece<T>> = Vec::new();
+        for o in returned {
+            match pieces.last_mut() {
+                Some(p) if p.query_id == o.query_id => p.samples.push(o.sample),
+                _ => pieces.push(Piece {
+                    query_id: o.query_id,
+                    samples: vec![o.sample],
+                    tag: o.tag,
+                }),
+            }
+        }
+        for p in pieces.into_iter().rev() {
+            self.pending.push_front(p);
+        }
+    }
+
+    /// Sends queued pieces, in order, while some healthy node has room.
+    fn pump(&mut self) -> Vec<Send<T>> {
+        let mut sends = Vec::new();
+        while !self.pending.is_empty() {
+            for (i, n) in self.nodes.iter().enumerate() {
+                self.outstanding_counts[i] = n.in_flight;
+                self.open[i] = n.failure.is_none()
+                    && n.in_flight < self.window.samples
+                    && n.in_flight_bytes < self.window.bytes;
+            }
+            let Some(node) = self.dispatcher.pick(&self.outstanding_counts, &self.open) else {
+                break; // Backpressure: wait for a completion to free room.
+            };
+            let piece = self.pending.pop_front().expect("checked non-empty");
+            let slot = &mut self.nodes[node];
+            for s in &piece.samples {
+                slot.in_flight += 1;
+                slot.in_flight_bytes += s.bytes;
+                slot.outstanding.insert(
+                    s.response_id,
+                    Outstanding {
+                        query_id: piece.query_id,
+                        sample: *s,
+                        tag: piece.tag.clone(),
+                    },
+                );
+            }
+            sends.push(Send { node, piece });
+        }
+        sends
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn piece(query_id: u64, ids: std::ops::Range<u64>) -> Piece<u8> {
+        Piece {
+            query_id,
+            samples: ids
+                .map(|id| SampleRef {
+                    response_id: id,
+                    index: id as usize,
+                    bytes: 10,
+                })
+                .collect(),
+            tag: 0,
+        }
+    }
+
+    fn pool(nodes: usize, window: u64) -> Pool<u8> {
+        Pool::new(
+            nodes,
+            DispatchPolicy::RoundRobin,
+            Window {
+                samples: window,
+                bytes: u64::MAX,
+            },
+            1,
+        )
+    }
+
+    fn ids(send: &Send<u8>) -> Vec<u64> {
+        send.piece.samples.iter().map(|s| s.response_id).collect()
+    }
+
+    #[test]
+    fn full_nodes_hold_pieces_back_until_room_frees() {
+        let mut p = pool(2, 2);
+        let sends = p
+            .submit([piece(1, 0..2), piece(2, 2..4), piece(3, 4..5)])
+            .unwrap();
+        assert_eq!(sends.len(), 2, "one piece per node fills both windows");
+        assert_eq!(p.queued(), 1);
+        let (tags, sends) = p.complete(sends[0].node, &[0]);
+        assert_eq!(tags, vec![Some(0)]);
+        assert_eq!(sends.len(), 1);
+        assert_eq!(ids(&sends[0]), vec![4]);
+        assert_eq!(p.in_flight(), 4);
+    }
+
+    #[test]
+    fn a_completion_counts_once_and_only_from_its_node() {
+        let mut p = pool(2, 100);
+        let sends = p.submit([piece(1, 0..3)]).unwrap();
+        let node = sends[0].node;
+        let other = 1 - node;
+        assert_eq!(p.complete(other, &[0]).0, vec![None]);
+        assert_eq!(p.complete(node, &[0, 0, 1]).0, vec![Some(0), None, Some(0)]);
+        assert_eq!(p.in_flight(), 1);
+    }
+
+    #[test]
+    fn a_failed_nodes_samples_move_to_a_healthy_node_and_late_answers_are_dropped() {
+        let mut p = pool(2, 100);
+        let sends = p.submit([piece(1, 0..4), piece(2, 4..6)]).unwrap();
+        assert_eq!(sends.len(), 2);
+        let failed = sends[0].node;
+        // The failed node answered one sample before it died.
+        assert_eq!(p.complete(failed, &[0]).0, vec![Some(0)]);
+        let resent = p.fail(failed, "connection reset").unwrap();
+        assert_eq!(resent.len(), 1);
+        assert_ne!(resent[0].node, failed);
+        assert_eq!(ids(&resent[0]), vec![1, 2, 3]);
+        assert_eq!(resent[0].piece.query_id, 1);
+        // A late answer from the dead node does not count...
+        assert_eq!(p.complete(failed, &[1]).0, vec![None]);
+        // ...the healthy node's does, once.
+        assert_eq!(p.complete(resent[0].node, &[1, 2, 3]).0, vec![Some(0); 3]);
+        assert!(!p.is_healthy(failed));
+        assert_eq!(p.submit([piece(3, 6..7)]).unwrap()[0].node, 1 - failed);
+    }
+
+    #[test]
+    fn requeued_samples_keep_their_queries_apart() {
+        let mut p = pool(2, 100);
+        let sends = p
+            .submit([piece(1, 0..2), piece(2, 2..3), piece(3, 3..4)])
+            .unwrap();
+        let failed = sends[0].node;
+        let resent = p.fail(failed, "gone").unwrap();
+        let queries: Vec<u64> = resent.iter().map(|s| s.piece.query_id).collect();
+        assert_eq!(queries, vec![1, 3], "two pieces, one per original query");
+    }
+
+    #[test]
+    fn losing_every_node_is_an_error_naming_each_failure() {
+        let mut p = pool(2, 1);
+        p.submit([piece(1, 0..1), piece(2, 1..2), piece(3, 2..3)])
+            .unwrap();
+        p.fail(0, "reset by peer").unwrap();
+        let err = p.fail(1, "timed out").unwrap_err();
+        assert_eq!(err.stranded, 3);
+        assert!(p.submit([piece(4, 3..4)]).is_err());
+        assert_eq!(p.strand().len(), 4, "every sample given up, none lost");
+        assert_eq!(
+            err.to_string(),
+            "every SUT node has failed (node 0: reset by peer; node 1: timed out); \
+             3 samples cannot be completed"
+        );
+    }
+
+    #[test]
+    fn a_declining_node_gets_no_more_work() {
+        let mut p = pool(2, 100);
+        let sends = p.submit([piece(1, 0..2)]).unwrap();
+        let node = sends[0].node;
+        let resent = p.decline(node, &[1], "node is shutting down").unwrap();
+        assert_eq!(resent.len(), 1);
+        assert_eq!(resent[0].node, 1 - node);
+        // Its remaining sample still counts when it answers.
+        assert_eq!(p.complete(node, &[0]).0, vec![Some(0)]);
+        assert_eq!(p.submit([piece(2, 5..6)]).unwrap()[0].node, 1 - node);
+    }
+}

@@ -1,0 +1,583 @@
+//! The sample store of the QSL: where sample bytes come from and the copy
+//! held in DRAM between LoadSamplesToRam and UnloadSamplesFromRam.
+//!
+//! Samples are read, and compressed when a codec is set, at load time, which
+//! LoadGen does not time; a query then only hands out bytes already in the
+//! form they travel in.
+
+pub mod benchmark;
+pub mod npy;
+pub mod synthetic;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard};
+
+use bytes::Bytes;
+use netdiv_proto::codec::{encode, Codec};
+
+pub use npy::NpyError;
+
+/// A synthetic sample larger than this is surely a typo in a shape; no
+/// benchmark input comes near it, and an error beats an out-of-memory abort.
+const MAX_SYNTHETIC_BYTES: usize = 1 << 32;
+
+/// Element type of a tensor sample.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DType {
+    U8,
+    I8,
+    I32,
+    I64,
+    F16,
+    F32,
+}
+
+const ALL_DTYPES: &[DType] = &[
+    DType::U8,
+    DType::I8,
+    DType::I32,
+    DType::I64,
+    DType::F16,
+    DType::F32,
+];
+
+impl DType {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DType::U8 | DType::I8 => 1,
+            DType::F16 => 2,
+            DType::I32 | DType::F32 => 4,
+            DType::I64 => 8,
+        }
+    }
+
+    /// The numpy name.
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::U8 => "uint8",
+            DType::I8 => "int8",
+            DType::I32 => "int32",
+            DType::I64 => "int64",
+            DType::F16 => "float16",
+            DType::F32 => "float32",
+        }
+    }
+
+    /// The descr numpy writes in `.npy` headers on little-endian hosts.
+    pub fn npy_descr(self) -> &'static str {
+        match self {
+            DType::U8 => "|u1",
+            DType::I8 => "|i1",
+            DType::I32 => "<i4",
+            DType::I64 => "<i8",
+            DType::F16 => "<f2",
+            DType::F32 => "<f4",
+        }
+    }
+
+    /// The dtype of a `.npy` descr; single bytes may carry `|` or `<`,
+    /// wider types must be little-endian.
+    pub fn from_npy_descr(descr: &str) -> Option<DType> {
+        match descr {
+            "|u1" | "<u1" => Some(DType::U8),
+            "|i1" | "<i1" => Some(DType::I8),
+            "<i4" => Some(DType::I32),
+            "<i8" => Some(DType::I64),
+            "<f2" => Some(DType::F16),
+            "<f4" => Some(DType::F32),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for DType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        ALL_DTYPES
+            .iter()
+            .copied()
+            .find(|d| d.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = ALL_DTYPES.iter().map(|d| d.name()).collect();
+                format!("unknown dtype {s:?} (expected {})", names.join(", "))
+            })
+    }
+}
+
+/// Bytes of a tensor of `shape` and `dtype`, `None` if that overflows.
+pub(crate) fn tensor_bytes(shape: &[usize], dtype: DType) -> Option<usize> {
+    shape
+        .iter()
+        .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d))
+        .filter(|&n| n <= isize::MAX as usize)
+}
+
+/// One sample as it is held in DRAM and sent on the wire, unchanged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredSample {
+    pub data: Bytes,
+    pub codec: Codec,
+    pub decoded_size: u64,
+}
+
+impl StoredSample {
+    /// `raw` in `codec`; kept uncompressed when lz4 would not make it
+    /// smaller, since the wire carries a codec per sample.
+    fn pack(raw: Vec<u8>, codec: Codec) -> StoredSample {
+        let decoded_size = raw.len() as u64;
+        if codec != Codec::None {
+            let packed = encode(codec, &raw);
+            if packed.len() < raw.len() {
+                return StoredSample {
+                    data: packed.into(),
+                    codec,
+                    decoded_size,
+                };
+            }
+        }
+        StoredSample {
+            data: raw.into(),
+            codec: Codec::None,
+            decoded_size,
+        }
+    }
+}
+
+/// Where sample bytes come from.
+#[derive(Clone, Debug)]
+pub enum SampleSource {
+    /// Deterministic data of a shape and dtype; any index is valid.
+    Synthetic {
+        shape: Vec<usize>,
+        dtype: DType,
+        seed: u64,
+    },
+    /// One .npy file per sample, sample i = i-th file in name order.
+    NpyDir { dir: PathBuf, files: Vec<PathBuf> },
+}
+
+/// Why samples could not be listed, read or found; each names the path or
+/// index.
+#[derive(Debug, thiserror::Error)]
+pub enum SampleError {
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Npy(#[from] NpyError),
+    #[error("no .npy files in {}", .0.display())]
+    NoSamples(PathBuf),
+    #[error("sample index {index} is out of range: there are {count} samples")]
+    IndexOutOfRange { index: usize, count: usize },
+    #[error("sample {0} is not loaded (LoadSamplesToRam did not load it)")]
+    NotLoaded(usize),
+    #[error("synthetic samples of {dtype}{shape:?} would not fit in memory (limit {limit} bytes)")]
+    TooLarge {
+        shape: Vec<usize>,
+        dtype: DType,
+        limit: usize,
+    },
+}
+
+impl SampleSource {
+    /// The `*.npy` files of `dir`, in file-name order (byte order: name them
+    /// with zero-padded numbers so that `10.npy` follows `9.npy`).
+    pub fn npy_dir(dir: &Path) -> Result<SampleSource, SampleError> {
+        let io = |source| SampleError::Io {
+            path: dir.to_path_buf(),
+            source,
+        };
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(io)? {
+            let path = entry.map_err(io)?.path();
+            // is_file follows symlinks, so linked datasets count too.
+            if path.extension().is_some_and(|e| e == "npy") && path.is_file() {
+                files.push(path);
+            }
+        }
+        if files.is_empty() {
+            return Err(SampleError::NoSamples(dir.to_path_buf()));
+        }
+        files.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
+        Ok(SampleSource::NpyDir {
+            dir: dir.to_path_buf(),
+            files,
+        })
+    }
+
+    /// How many samples there are; `None` for synthetic data, which has no
+    /// end.
+    pub fn count(&self) -> Option<usize> {
+        match self {
+            SampleSource::Synthetic { .. } => None,
+            SampleSource::NpyDir { files, .. } => Some(files.len()),
+        }
+    }
+
+    /// The raw tensor bytes of sample `index` (for `.npy` files, the payload
+    /// without its header).
+    pub fn read(&self, index: usize) -> Result<Vec<u8>, SampleError> {
+        match self {
+            SampleSource::Synthetic { shape, dtype, seed } => {
+                match tensor_bytes(shape, *dtype) {
+                    Some(n) if n <= MAX_SYNTHETIC_BYTES => {}
+                    _ => {
+                        return Err(SampleError::TooLarge {
+                            shape: shape.clone(),
+                            dtype: *dtype,
+                            limit: MAX_SYNTHETIC_BYTES,
+                        })
+                    }
+                }
+                Ok(synthetic::synthetic_sample(shape, *dtype, *seed, index))
+            }
+            SampleSource::NpyDir { files, .. } => {
+                let path = files.get(index).ok_or(SampleError::IndexOutOfRange {
+                    index,
+                    count: files.len(),
+                })?;
+                Ok(npy::read_npy(path)?.data)
+            }
+        }
+    }
+
+    /// One line for logs and `--help`-style output.
+    pub fn describe(&self) -> String {
+        match self {
+            SampleSource::Synthetic { shape, dtype, .. } => {
+                let bytes =
+                    tensor_bytes(shape, *dtype).map_or("too many".to_string(), |n| n.to_string());
+                format!("synthetic {dtype}{shape:?} ({bytes} bytes per sample)")
+            }
+            SampleSource::NpyDir { dir, files } => {
+                let plural = if files.len() == 1 { "" } else { "s" };
+                format!("{} .npy file{plural} in {}", files.len(), dir.display())
+            }
+        }
+    }
+}
+
+/// The QSL's memory: samples loaded at LoadSamplesToRam (untimed),
+/// compressed there with `codec` when that is not [`Codec::None`].
+///
+/// A sample lz4 does not shrink is kept as [`Codec::None`]; the wire
+/// carries the codec of each sample, so receivers handle the mix.
+#[derive(Debug)]
+pub struct SampleStore {
+    source: SampleSource,
+    codec: Codec,
+    slots: RwLock<Vec<Option<StoredSample>>>,
+}
+
+/// A read guard over the loaded samples; hold it only while copying out
+/// what a query needs, since loads wait for it.
+pub struct LoadedSamples<'a>(RwLockReadGuard<'a, Vec<Option<StoredSample>>>);
+
+impl LoadedSamples<'_> {
+    /// The sample at `index`, if it is loaded.
+    pub fn get(&self, index: usize) -> Option<&StoredSample> {
+        self.0.get(index)?.as_ref()
+    }
+}
+
+impl SampleStore {
+    /// A store of `total` slots (the QSL's total sample count), all empty.
+    pub fn new(source: SampleSource, codec: Codec, total: usize) -> SampleStore {
+        SampleStore {
+            source,
+            codec,
+            slots: RwLock::new(vec![None; total]),
+        }
+    }
+
+    pub fn total(&self) -> usize {
+        self.read_slots().len()
+    }
+
+    pub fn codec(&self) -> Codec {
+        self.codec
+    }
+
+    pub fn source(&self) -> &SampleSource {
+        &self.source
+    }
+
+    /// Reads (and compresses) each sample not already loaded. All or
+    /// nothing: on an error no sample of this call is stored.
+    pub fn load(&self, indices: &[usize]) -> Result<(), SampleError> {
+        let total = self.total();
+        if let Some(&index) = indices.iter().find(|&&i| i >= total) {
+            return Err(SampleError::IndexOutOfRange {
+                index,
+                count: total,
+            });
+        }
+        let wanted: Vec<usize> = {
+            let slots = self.read_slots();
+            indices
+                .iter()
+                .copied()
+                .filter(|&i| slots[i].is_none())
+                .collect()
+        };
+        // Read and compress without the lock so queries on samples already
+        // loaded are not held up.
+        let mut ready = Vec::with_capacity(wanted.len());
+        for index in wanted {
+            let raw = self.source.read(index)?;
+            ready.push((index, StoredSample::pack(raw, self.codec)));
+        }
+        let mut slots = self.slots.write().unwrap_or_else(PoisonError::into_inner);
+        for (index, sample) in ready {
+            slots[index] = Some(sample);
+        }
+        Ok(())
+    }
+
+    /// Drops the given samples; indices out of range or not loaded are
+    /// ignored, as unloading them again changes nothing.
+    pub fn unload(&self, indices: &[usize]) {
+        let mut slots = self.slots.write().unwrap_or_else(PoisonError::into_inner);
+        for &index in indices {
+            if let Some(slot) = slots.get_mut(index) {
+                *slot = None;
+            }
+        }
+    }
+
+    pub fn loaded(&self) -> LoadedSamples<'_> {
+        LoadedSamples(self.read_slots())
+    }
+
+    pub fn loaded_count(&self) -> usize {
+        self.read_slots().iter().filter(|s| s.is_some()).count()
+    }
+
+    // A panic elsewhere while holding the lock leaves the slots consistent
+    // (each write is one assignment), so a poisoned lock is still usable.
+    fn read_slots(&self) -> RwLockReadGuard<'_, Vec<Option<StoredSample>>> {
+        self.slots.read().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use netdiv_proto::codec::decode;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A directory under the system temp dir, unique per process and call,
+    /// removed on drop.
+    pub(crate) struct ScratchDir(PathBuf);
+
+    impl ScratchDir {
+        pub(crate) fn new(tag: &str) -> ScratchDir {
+            static NEXT: AtomicUsize = AtomicUsize::new(0);
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let path =
+                std::env::temp_dir().join(format!("qdl-samples-{}-{n}-{tag}", std::process::id()));
+            std::fs::create_dir_all(&path).unwrap();
+            ScratchDir(path)
+        }
+
+        pub(crate) fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for ScratchDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn image_source() -> SampleSource {
+        SampleSource::Synthetic {
+            shape: vec![3, 224, 224],
+            dtype: DType::U8,
+            seed: 5,
+        }
+    }
+
+    #[test]
+    fn dtype_names_and_descrs() {
+        for &d in ALL_DTYPES {
+            assert_eq!(d.name().parse::<DType>(), Ok(d));
+            assert_eq!(DType::from_npy_descr(d.npy_descr()), Some(d));
+        }
+        assert_eq!(DType::from_npy_descr("<u1"), Some(DType::U8));
+        assert_eq!(DType::from_npy_descr(">i4"), None);
+        assert_eq!(DType::from_npy_descr("|b1"), None);
+        assert_eq!(
+            "f32".parse::<DType>().unwrap_err(),
+            "unknown dtype \"f32\" (expected uint8, int8, int32, int64, float16, float32)"
+        );
+        assert_eq!(tensor_bytes(&[3, 224, 224], DType::U8), Some(150528));
+        assert_eq!(tensor_bytes(&[], DType::I64), Some(8));
+        assert_eq!(tensor_bytes(&[usize::MAX, 2], DType::U8), None);
+    }
+
+    #[test]
+    fn synthetic_source_reads_and_describes() {
+        let source = image_source();
+        assert_eq!(source.count(), None);
+        assert_eq!(
+            source.describe(),
+            "synthetic uint8[3, 224, 224] (150528 bytes per sample)"
+        );
+        let raw = source.read(1_000_000).unwrap();
+        assert_eq!(
+            raw,
+            synthetic::synthetic_sample(&[3, 224, 224], DType::U8, 5, 1_000_000)
+        );
+        let huge = SampleSource::Synthetic {
+            shape: vec![1 << 20, 1 << 20],
+            dtype: DType::F32,
+            seed: 0,
+        };
+        let e = huge.read(0).unwrap_err();
+        assert!(matches!(e, SampleError::TooLarge { .. }));
+        assert!(e
+            .to_string()
+            .starts_with("synthetic samples of float32[1048576, 1048576] would not fit"));
+    }
+
+    #[test]
+    fn store_without_codec_holds_raw_bytes() {
+        let store = SampleStore::new(image_source(), Codec::None, 100);
+        assert_eq!((store.total(), store.codec()), (100, Codec::None));
+        assert_eq!(store.loaded_count(), 0);
+        store.load(&[3, 7, 99]).unwrap();
+        assert_eq!(store.loaded_count(), 3);
+        {
+            let loaded = store.loaded();
+            let sample = loaded.get(7).unwrap();
+            assert_eq!(sample.codec, Codec::None);
+            assert_eq!(sample.decoded_size, 150528);
+            assert_eq!(sample.data, store.source().read(7).unwrap());
+            assert!(loaded.get(4).is_none());
+            assert!(loaded.get(100).is_none());
+        }
+        store.unload(&[3, 99, 50, 1000]);
+        assert_eq!(store.loaded_count(), 1);
+        assert!(store.loaded().get(3).is_none());
+        assert!(store.loaded().get(7).is_some());
+    }
+
+    #[test]
+    fn store_with_lz4_decodes_back_to_raw() {
+        let store = SampleStore::new(image_source(), Codec::Lz4, 10);
+        store.load(&[0, 1, 2]).unwrap();
+        let loaded = store.loaded();
+        for i in 0..3 {
+            let sample = loaded.get(i).unwrap();
+            let raw = store.source().read(i).unwrap();
+            assert_eq!(sample.codec, Codec::Lz4);
+            assert_eq!(sample.decoded_size, raw.len() as u64);
+            assert!(sample.data.len() < raw.len() / 2);
+            let decoded = decode(Codec::Lz4, &sample.data, sample.decoded_size, 1 << 20).unwrap();
+            assert_eq!(decoded, raw);
+        }
+    }
+
+    #[test]
+    fn incompressible_samples_stay_uncompressed() {
+        // One 4-byte element: lz4 can only add framing to it.
+        let source = SampleSource::Synthetic {
+            shape: vec![1],
+            dtype: DType::I32,
+            seed: 0,
+        };
+        let store = SampleStore::new(source, Codec::Lz4, 4);
+        store.load(&[2]).unwrap();
+        let loaded = store.loaded();
+        let sample = loaded.get(2).unwrap();
+        assert_eq!(sample.codec, Codec::None);
+        assert_eq!(sample.data.len(), 4);
+        assert_eq!(sample.decoded_size, 4);
+    }
+
+    #[test]
+    fn out_of_range_loads_fail_and_load_nothing() {
+        let store = SampleStore::new(image_source(), Codec::None, 8);
+        let e = store.load(&[1, 8]).unwrap_err();
+        assert!(matches!(
+            e,
+            SampleError::IndexOutOfRange { index: 8, count: 8 }
+        ));
+        assert_eq!(
+            e.to_string(),
+            "sample index 8 is out of range: there are 8 samples"
+        );
+        assert_eq!(store.loaded_count(), 0);
+        assert_eq!(
+            SampleError::NotLoaded(3).to_string(),
+            "sample 3 is not loaded (LoadSamplesToRam did not load it)"
+        );
+    }
+
+    #[test]
+    fn npy_dir_lists_files_in_name_order() {
+        let dir = ScratchDir::new("npy-dir");
+        npy::write_npy(&dir.path().join("b.npy"), DType::U8, &[2], &[2, 2]).unwrap();
+        npy::write_npy(&dir.path().join("a.npy"), DType::U8, &[3], &[1, 1, 1]).unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "not a sample").unwrap();
+        std::fs::create_dir(dir.path().join("sub.npy")).unwrap();
+
+        let source = SampleSource::npy_dir(dir.path()).unwrap();
+        assert_eq!(source.count(), Some(2));
+        assert_eq!(
+            source.describe(),
+            format!("2 .npy files in {}", dir.path().display())
+        );
+        assert_eq!(source.read(0).unwrap(), vec![1, 1, 1]);
+        assert_eq!(source.read(1).unwrap(), vec![2, 2]);
+        let e = source.read(2).unwrap_err();
+        assert!(matches!(
+            e,
+            SampleError::IndexOutOfRange { index: 2, count: 2 }
+        ));
+
+        let store = SampleStore::new(source, Codec::Lz4, 2);
+        store.load(&[0, 1]).unwrap();
+        assert_eq!(store.loaded().get(1).unwrap().data, vec![2u8, 2]);
+    }
+
+    #[test]
+    fn npy_dir_errors_name_the_path() {
+        let dir = ScratchDir::new("npy-dir-empty");
+        let e = SampleSource::npy_dir(dir.path()).unwrap_err();
+        assert!(matches!(e, SampleError::NoSamples(_)));
+        assert_eq!(
+            e.to_string(),
+            format!("no .npy files in {}", dir.path().display())
+        );
+
+        let missing = dir.path().join("missing");
+        let e = SampleSource::npy_dir(&missing).unwrap_err();
+        assert!(matches!(e, SampleError::Io { .. }));
+        assert!(
+            e.to_string().contains(&missing.display().to_string()),
+            "{e}"
+        );
+
+        // A broken file fails the load, naming the file, and loads nothing.
+        std::fs::write(dir.path().join("0.npy"), b"broken").unwrap();
+        npy::write_npy(&dir.path().join("1.npy"), DType::U8, &[1], &[9]).unwrap();
+        let store = SampleStore::new(SampleSource::npy_dir(dir.path()).unwrap(), Codec::None, 2);
+        let e = store.load(&[1, 0]).unwrap_err();
+        assert!(matches!(e, SampleError::Npy(_)));
+        assert!(e.to_string().contains("0.npy"), "{e}");
+        assert_eq!(store.loaded_count(), 0);
+    }
+}
