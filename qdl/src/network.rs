@@ -99,7 +99,6 @@ struct Shared {
     next_query: AtomicU64,
     closing: AtomicBool,
     completed: AtomicU64,
-    resent: AtomicU64,
     late_answers: AtomicU64,
 }
 
@@ -167,7 +166,6 @@ impl NetworkSut {
             next_query: AtomicU64::new(1),
             closing: AtomicBool::new(false),
             completed: AtomicU64::new(0),
-            resent: AtomicU64::new(0),
             late_answers: AtomicU64::new(0),
         });
         for (i, link) in shared.links.iter().enumerate() {
@@ -231,7 +229,7 @@ impl NetworkSut {
             completed: self.shared.completed.load(Ordering::Relaxed),
             in_flight: pool.in_flight(),
             queued: pool.queued() as u64,
-            resent: self.shared.resent.load(Ordering::Relaxed),
+            resent: pool.requeued(),
             late_answers: self.shared.late_answers.load(Ordering::Relaxed),
             nodes_failed: (0..self.shared.links.len())
                 .filter(|&i| !pool.is_healthy(i))
@@ -428,11 +426,7 @@ impl Shared {
 
     fn resend(&self, result: Result<Vec<Send<Sink>>, AllNodesFailed>) {
         match result {
-            Ok(sends) => {
-                let n: usize = sends.iter().map(|s| s.piece.samples.len()).sum();
-                self.resent.fetch_add(n as u64, Ordering::Relaxed);
-                self.send(sends);
-            }
+            Ok(sends) => self.send(sends),
             Err(e) => self.strand(e),
         }
     }

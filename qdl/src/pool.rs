@@ -74,6 +74,8 @@ pub struct Pool<T> {
     pending: VecDeque<Piece<T>>,
     dispatcher: Dispatcher,
     window: Window,
+    /// Samples taken back from failed or declining nodes, in total.
+    requeued: u64,
     /// Scratch for `pump`, kept to avoid allocating per decision.
     outstanding_counts: Vec<u64>,
     open: Vec<bool>,
@@ -93,6 +95,7 @@ impl<T: Clone> Pool<T> {
             pending: VecDeque::new(),
             dispatcher: Dispatcher::new(policy, seed),
             window,
+            requeued: 0,
             outstanding_counts: vec![0; node_count],
             open: vec![false; node_count],
         }
@@ -186,6 +189,11 @@ impl<T: Clone> Pool<T> {
         self.nodes.iter().map(|n| n.in_flight).sum()
     }
 
+    /// Samples taken back from failed or declining nodes to be sent again.
+    pub fn requeued(&self) -> u64 {
+        self.requeued
+    }
+
     /// Samples waiting for room on a node.
     pub fn queued(&self) -> usize {
         self.pending.iter().map(|p| p.samples.len()).sum()
@@ -213,6 +221,7 @@ impl<T: Clone> Pool<T> {
     /// Puts returned samples back at the head of the queue, one piece per
     /// original query so queries stay unmerged.
     fn requeue_front(&mut self, mut returned: Vec<Outstanding<T>>) {
+        self.requeued += returned.len() as u64;
         // Oldest query first, then issue order within it.
         returned.sort_by_key(|o| (o.query_id, o.sample.response_id));
         let mut pieces: Vec<Piece<T>> = Vec::new();
@@ -336,6 +345,7 @@ mod tests {
         assert_eq!(resent.len(), 1);
         assert_ne!(resent[0].node, failed);
         assert_eq!(ids(&resent[0]), vec![1, 2, 3]);
+        assert_eq!(p.requeued(), 3);
         assert_eq!(resent[0].piece.query_id, 1);
         // A late answer from the dead node does not count...
         assert_eq!(p.complete(failed, &[1]).0, vec![None]);

@@ -37,6 +37,7 @@ use serde_json::Value;
 pub const OFFICIAL_VERSION: &str = "6.0.17";
 
 /// How long one engine run may take before it is killed.
+pub mod network_run;
 pub mod sut_client;
 
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
@@ -115,30 +116,33 @@ pub fn sut_node_bin() -> Result<PathBuf> {
     .map_err(|e| anyhow!(e))
 }
 
-/// Builds the binary `name` of the package of the same name in release
-/// mode and returns the path cargo reports for it.
+/// The daemons every test drives, built in one cargo invocation: one
+/// feature resolution, so their shared dependencies compile once instead of
+/// once per binary.
+const RELEASE_BINS: &[&str] = &["loadgen-node", "sut-node"];
+
+/// The release binary `name` (one of [`RELEASE_BINS`]), as cargo reports
+/// it after building all of them; `env_override` names a prebuilt file.
 fn build_release_bin(name: &str, env_override: &str) -> Result<PathBuf> {
     if let Some(path) = existing_file_from_env(env_override)? {
         return Ok(path);
     }
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
+    let mut args = vec!["build", "--release"];
+    for bin in RELEASE_BINS {
+        args.extend(["-p", bin, "--bin", bin]);
+    }
+    args.push("--message-format=json-render-diagnostics");
     let output = Command::new(&cargo)
         .current_dir(workspace_root())
-        .args([
-            "build",
-            "--release",
-            "-p",
-            name,
-            "--bin",
-            name,
-            "--message-format=json-render-diagnostics",
-        ])
+        .args(&args)
         .stdin(Stdio::null())
         .output()
         .with_context(|| format!("cannot run {}", Path::new(&cargo).display()))?;
     if !output.status.success() {
         bail!(
-            "`cargo build --release -p {name} --bin {name}` failed ({}):\n{}",
+            "`cargo {}` failed ({}):\n{}",
+            args.join(" "),
             output.status,
             tail(&String::from_utf8_lossy(&output.stderr), 60)
         );

@@ -62,7 +62,10 @@ impl GrpcLink {
             let mut text = e.to_string();
             let mut source = std::error::Error::source(&e);
             while let Some(s) = source {
-                text = format!("{text}: {s}");
+                let more = s.to_string();
+                if !text.contains(&more) {
+                    text = format!("{text}: {more}");
+                }
                 source = s.source();
             }
             text

@@ -1,0 +1,166 @@
+//! Whole Network-SUT runs with real processes: sut-nodes on loopback
+//! (port 0) and `loadgen-node run --sut-node ...` driving them through the
+//! QDL, with a deadline so a hang fails instead of blocking CI.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+
+use crate::sut_client::NodeProcess;
+use crate::{loadgen_node_bin, parse_accuracy, parse_detail, AccuracyEntry};
+
+/// sut-nodes of one transport, started for a test.
+pub struct Cluster {
+    pub nodes: Vec<NodeProcess>,
+    /// "grpc" or "quic".
+    pub transport: &'static str,
+    /// The --dev-tls directory the nodes share (QUIC needs TLS).
+    pub certs: Option<PathBuf>,
+}
+
+impl Cluster {
+    /// Starts one node per name with `node_config` (TOML) as `--config`.
+    pub fn start(
+        dir: &Path,
+        transport: &'static str,
+        names: &[&str],
+        node_config: &str,
+        extra: &[&str],
+    ) -> Result<Cluster> {
+        let config = crate::write_file(dir, "sut-node.toml", node_config)?;
+        let certs = (transport == "quic").then(|| dir.join("certs"));
+        if let Some(certs) = &certs {
+            // One CA for every node, so one --dev-tls works for the QDL.
+            sut_node::tls::dev_certificates(certs, false)?;
+        }
+        let mut args = vec![
+            "--transport",
+            transport,
+            "--config",
+            config.to_str().context("utf-8 path")?,
+        ];
+        args.extend_from_slice(extra);
+        let nodes = names
+            .iter()
+            .map(|name| NodeProcess::start(name, certs.as_deref(), &args))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Cluster {
+            nodes,
+            transport,
+            certs,
+        })
+    }
+
+    /// The node addresses as `--sut-node` takes them.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|n| match self.transport {
+                "quic" => format!("quic://{}", n.quic.expect("QUIC listener")),
+                _ => format!("grpc://{}", n.grpc.expect("gRPC listener")),
+            })
+            .collect()
+    }
+
+    /// `--sut-node URL...` and, for TLS, `--dev-tls DIR`.
+    pub fn loadgen_flags(&self) -> Vec<String> {
+        let mut flags = Vec::new();
+        for url in self.urls() {
+            flags.push("--sut-node".into());
+            flags.push(url);
+        }
+        if let Some(certs) = &self.certs {
+            flags.push("--dev-tls".into());
+            flags.push(certs.display().to_string());
+        }
+        flags
+    }
+}
+
+/// A finished `loadgen-node` process and what it wrote.
+#[derive(Debug)]
+pub struct LoadgenRun {
+    /// The `--output` directory.
+    pub logs: PathBuf,
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    pub wall: Duration,
+}
+
+impl LoadgenRun {
+    fn read(&self, name: &str) -> Result<String> {
+        let path = self.logs.join(name);
+        fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))
+    }
+
+    pub fn summary(&self) -> Result<String> {
+        self.read("mlperf_log_summary.txt")
+    }
+
+    pub fn detail(&self) -> Result<Vec<(String, Value)>> {
+        parse_detail(&self.read("mlperf_log_detail.txt")?)
+    }
+
+    pub fn accuracy(&self) -> Result<Vec<AccuracyEntry>> {
+        parse_accuracy(&self.read("mlperf_log_accuracy.json")?)
+    }
+
+    /// Fails with the end of stderr unless the process exited with 0.
+    pub fn expect_success(&self) -> Result<&Self> {
+        if !self.status.success() {
+            bail!(
+                "loadgen-node failed ({}):\n{}\n{}",
+                self.status,
+                crate::tail(&self.stdout, 20),
+                crate::tail(&self.stderr, 20)
+            );
+        }
+        Ok(self)
+    }
+}
+
+/// Runs `loadgen-node run ARGS --output DIR/logs` in `dir`; kills it and
+/// fails if it is still running after `deadline`.
+pub fn loadgen(dir: &Path, args: &[String], deadline: Duration) -> Result<LoadgenRun> {
+    let logs = dir.join("logs");
+    let stdout_path = dir.join("loadgen.stdout");
+    let stderr_path = dir.join("loadgen.stderr");
+    let mut child = Command::new(loadgen_node_bin()?)
+        .current_dir(dir)
+        .arg("run")
+        .args(args)
+        .arg("--output")
+        .arg(&logs)
+        .stdin(Stdio::null())
+        .stdout(fs::File::create(&stdout_path)?)
+        .stderr(fs::File::create(&stderr_path)?)
+        .spawn()
+        .context("cannot start loadgen-node")?;
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if start.elapsed() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "loadgen-node still running after {deadline:?} (hung?):\n{}",
+                crate::tail(&fs::read_to_string(&stderr_path).unwrap_or_default(), 20)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Ok(LoadgenRun {
+        logs,
+        status,
+        stdout: fs::read_to_string(&stdout_path)?,
+        stderr: fs::read_to_string(&stderr_path)?,
+        wall: start.elapsed(),
+    })
+}

@@ -1,0 +1,309 @@
+//! The Network SUT end to end, with real processes on real sockets: sut-node
+//! daemons on loopback and `loadgen-node run --sut-node ...` driving them
+//! through the QDL over gRPC and QUIC, with two and three nodes. Every
+//! response is checked against its own sample's data (the accuracy log
+//! holds them all), every sample must be completed exactly once, also while
+//! a node is killed mid-run, and losing every node must end the run with a
+//! clear error instead of a hang.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{bail, ensure, Context, Result};
+use netdiv_tests::network_run::{loadgen, Cluster, LoadgenRun};
+use netdiv_proto::pb;
+use netdiv_tests::sut_client::{grpc_client, versioned, ClientCert};
+use netdiv_tests::{detail_value, parse_issued, unique_temp_dir, write_file};
+use qdl::samples::{synthetic::synthetic_sample, DType};
+use sut_node::backend::synthetic::expected_output;
+
+/// Small samples keep sixteen runs quick; the path is the same for large.
+const SHAPE: [usize; 3] = [3, 32, 32];
+const SEED: u64 = 7;
+const OUTPUT_BYTES: usize = 32;
+
+/// A synthetic accelerator: 0.5 ms per batch plus 0.1 ms per sample, so
+/// Offline is backend-bound and runs as long as its minimum duration.
+const NODE_CONFIG: &str = "benchmark = \"resnet50\"\n\
+    [synthetic]\nbatch_cost_us = 500\nsample_cost_us = 100\noutput_bytes = 32\n\
+    [batching]\nmax_batch_size = 32\n";
+
+/// Short runs that are VALID on a loaded 2-CPU machine, and every response
+/// in the accuracy log (a sampling target above any run's sample count).
+const USER_CONF: &str = "*.*.min_duration = 300\n\
+    *.SingleStream.min_query_count = 100\n\
+    *.SingleStream.target_latency = 0.5\n\
+    *.MultiStream.min_query_count = 700\n\
+    *.Server.target_qps = 800\n\
+    *.Server.target_latency = 200\n\
+    *.Server.min_query_count = 500\n\
+    *.Offline.target_qps = 40000\n\
+    *.Offline.min_query_count = 1\n\
+    *.*.accuracy_log_rng_seed = 1\n\
+    *.*.accuracy_log_sampling_target = 100000000\n";
+
+fn lower_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The flags of a run over `cluster` (plus `extra`).
+fn run_flags(dir: &Path, cluster: &Cluster, scenario: &str, extra: &[&str]) -> Result<Vec<String>> {
+    let conf = write_file(dir, "user.conf", USER_CONF)?;
+    let shape = SHAPE.map(|d| d.to_string()).join(",");
+    let mut flags: Vec<String> = [
+        "--scenario",
+        scenario,
+        "--model",
+        "e2e",
+        "--benchmark",
+        "resnet50",
+        "--sample-shape",
+        &shape,
+        "--sample-dtype",
+        "uint8",
+        "--sample-seed",
+        &SEED.to_string(),
+        "--total-sample-count",
+        "2048",
+        "--performance-sample-count",
+        "512",
+        "--user-conf",
+        conf.to_str().context("utf-8 path")?,
+        "--record-issued",
+        "issued.txt",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    flags.extend(extra.iter().map(|s| s.to_string()));
+    flags.extend(cluster.loadgen_flags());
+    Ok(flags)
+}
+
+/// Every issued sample in the accuracy log exactly once, each with its own
+/// sample's output.
+fn check_responses(run: &LoadgenRun, dir: &Path) -> Result<()> {
+    let entries = run.accuracy()?;
+    ensure!(!entries.is_empty(), "the accuracy log is empty");
+    let mut issued = parse_issued(&std::fs::read_to_string(dir.join("issued.txt"))?)?;
+    let mut answered: Vec<u64> = entries.iter().map(|e| e.qsl_idx).collect();
+    issued.sort_unstable();
+    answered.sort_unstable();
+    ensure!(
+        issued == answered,
+        "{} samples issued, {} completed: not each exactly once",
+        issued.len(),
+        answered.len()
+    );
+    let mut seen = HashSet::new();
+    for e in &entries {
+        ensure!(seen.insert(e.seq_id), "sample seq_id {} completed twice", e.seq_id);
+        let input = synthetic_sample(&SHAPE, DType::U8, SEED, e.qsl_idx as usize);
+        let want = lower_hex(&expected_output(&input, OUTPUT_BYTES));
+        ensure!(
+            e.data.to_lowercase() == want,
+            "sample seq_id {} (qsl_idx {}): response {} is not its own sample's output {want}",
+            e.seq_id,
+            e.qsl_idx,
+            e.data
+        );
+    }
+    Ok(())
+}
+
+/// VALID, no errors, the aggregated name, and every response right.
+fn check_run(run: &LoadgenRun, dir: &Path, cluster: &Cluster, scenario: &str) -> Result<()> {
+    run.expect_success()?;
+    let summary = run.summary()?;
+    ensure!(
+        summary.contains("Result is : VALID"),
+        "{scenario}: not VALID:\n{summary}"
+    );
+    ensure!(
+        summary.contains("No errors encountered during test."),
+        "{scenario}: errors logged:\n{summary}"
+    );
+    let detail = run.detail()?;
+    let name = detail_value(&detail, "sut_name")
+        .and_then(|v| v.as_str())
+        .context("no sut_name in the detail log")?
+        .to_string();
+    ensure!(name.contains("Network SUT"), "sut_name {name:?}");
+    for node in &cluster.nodes {
+        ensure!(name.contains(&node.name), "sut_name {name:?} lacks {}", node.name);
+    }
+    ensure!(
+        detail_value(&detail, "get_sut_name_duration_ns").is_some(),
+        "get_sut_name_duration_ns not logged"
+    );
+    check_responses(run, dir)
+}
+
+/// All four scenarios in turn over one set of nodes.
+fn all_scenarios(transport: &'static str, nodes: usize) -> Result<()> {
+    let dir = unique_temp_dir(&format!("network-{transport}-{nodes}"))?;
+    let names: Vec<String> = (1..=nodes).map(|i| format!("{transport}-node-{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let cluster = Cluster::start(&dir, transport, &names, NODE_CONFIG, &[])?;
+    for scenario in ["SingleStream", "MultiStream", "Server", "Offline"] {
+        let run_dir = dir.join(scenario);
+        std::fs::create_dir_all(&run_dir)?;
+        let flags = run_flags(&run_dir, &cluster, scenario, &[])?;
+        let run = loadgen(&run_dir, &flags, Duration::from_secs(120))?;
+        check_run(&run, &run_dir, &cluster, scenario)
+            .with_context(|| format!("{transport} x{nodes} {scenario} in {}", run_dir.display()))?;
+    }
+    Ok(())
+}
+
+#[test]
+fn grpc_two_nodes_all_scenarios() -> Result<()> {
+    all_scenarios("grpc", 2)
+}
+
+#[test]
+fn grpc_three_nodes_all_scenarios() -> Result<()> {
+    all_scenarios("grpc", 3)
+}
+
+#[test]
+fn quic_two_nodes_all_scenarios() -> Result<()> {
+    all_scenarios("quic", 2)
+}
+
+#[test]
+fn quic_three_nodes_all_scenarios() -> Result<()> {
+    all_scenarios("quic", 3)
+}
+
+/// lz4 both ways (samples compressed at load, responses by the nodes and
+/// decoded by the QDL), round-robin dispatch, and every node used.
+#[test]
+fn lz4_samples_and_responses_round_robin() -> Result<()> {
+    let dir = unique_temp_dir("network-lz4")?;
+    let cluster = Cluster::start(
+        &dir,
+        "grpc",
+        &["lz4-a", "lz4-b", "lz4-c"],
+        NODE_CONFIG,
+        &["--response-codec", "lz4"],
+    )?;
+    let flags = run_flags(
+        &dir,
+        &cluster,
+        "Offline",
+        &["--sample-codec", "lz4", "--dispatch", "round-robin"],
+    )?;
+    let run = loadgen(&dir, &flags, Duration::from_secs(120))?;
+    check_run(&run, &dir, &cluster, "Offline")?;
+    for node in &cluster.nodes {
+        let log = node.stderr();
+        ensure!(!log.contains("not allowed"), "{}: {log}", node.name);
+    }
+    // Round robin gives every node work.
+    let runtime = tokio::runtime::Runtime::new()?;
+    for node in &cluster.nodes {
+        let info = runtime.block_on(async {
+            let mut client = grpc_client(node, ClientCert::None).await?;
+            anyhow::Ok(client.info(versioned(pb::InfoRequest {})).await?.into_inner())
+        })?;
+        ensure!(info.samples_run > 0, "{} ran no samples", node.name);
+    }
+    Ok(())
+}
+
+/// Kills one of three nodes mid-run: its outstanding samples go to the
+/// others and every sample is still completed exactly once.
+fn survive_a_killed_node(transport: &'static str, scenario: &str) -> Result<()> {
+    let dir = unique_temp_dir(&format!("network-kill-{transport}"))?;
+    // Slower nodes so the run lasts long enough to kill one in the middle.
+    let slow = NODE_CONFIG.replace("sample_cost_us = 100", "sample_cost_us = 800");
+    let cluster = Cluster::start(&dir, transport, &["k-1", "k-2", "k-3"], &slow, &[])?;
+    // About 2.5 s of work (8250 Offline samples at ~3600/s, or 2000 Server
+    // queries); the kill comes at 1 s.
+    let conf = USER_CONF
+        .replace("*.*.min_duration = 300", "*.*.min_duration = 2500")
+        .replace("*.Offline.target_qps = 40000", "*.Offline.target_qps = 3000");
+    let flags = run_flags(&dir, &cluster, scenario, &[])?;
+    write_file(&dir, "user.conf", &conf)?;
+    netdiv_tests::loadgen_node_bin()?; // built before the clock starts
+    let victim = cluster.nodes[1].child.id() as libc::pid_t;
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1000));
+        // SAFETY: kill(2) on a child we started and have not reaped.
+        unsafe { libc::kill(victim, libc::SIGKILL) };
+    });
+    let run = loadgen(&dir, &flags, Duration::from_secs(120))?;
+    killer.join().expect("killer thread");
+    run.expect_success()?;
+    ensure!(
+        run.stderr.contains("qdl: node") && run.stderr.contains("1 node(s) failed during the run"),
+        "the node failure was not noticed mid-run:\n{}",
+        run.stderr
+    );
+    let summary = run.summary()?;
+    ensure!(
+        summary.contains("No errors encountered during test."),
+        "completion errors (a sample completed twice or unknown):\n{summary}"
+    );
+    check_responses(&run, &dir)
+}
+
+#[test]
+fn grpc_offline_survives_a_killed_node() -> Result<()> {
+    survive_a_killed_node("grpc", "Offline")
+}
+
+#[test]
+fn quic_server_survives_a_killed_node() -> Result<()> {
+    survive_a_killed_node("quic", "Server")
+}
+
+/// With every node gone the run ends with an error naming the failures,
+/// well before the deadline.
+#[test]
+fn losing_every_node_is_a_clear_error_not_a_hang() -> Result<()> {
+    let dir = unique_temp_dir("network-all-lost")?;
+    let slow = NODE_CONFIG.replace("sample_cost_us = 100", "sample_cost_us = 400");
+    let cluster = Cluster::start(&dir, "grpc", &["gone-1", "gone-2"], &slow, &[])?;
+    let conf = USER_CONF.replace("*.*.min_duration = 300", "*.*.min_duration = 10000");
+    let flags = run_flags(&dir, &cluster, "Offline", &[])?;
+    write_file(&dir, "user.conf", &conf)?;
+    netdiv_tests::loadgen_node_bin()?; // built before the clock starts
+    let pids: Vec<libc::pid_t> = cluster.nodes.iter().map(|n| n.child.id() as _).collect();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(800));
+        for pid in pids {
+            // SAFETY: kill(2) on children we started and have not reaped.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    });
+    let run = loadgen(&dir, &flags, Duration::from_secs(60))?;
+    killer.join().expect("killer thread");
+    if run.status.success() {
+        bail!("the run succeeded without nodes:\n{}", run.stdout);
+    }
+    ensure!(
+        run.stderr.contains("every SUT node has failed"),
+        "unclear error:\n{}",
+        run.stderr
+    );
+    Ok(())
+}
+
+/// Two nodes with one name cannot form a Network SUT.
+#[test]
+fn duplicate_node_names_are_refused() -> Result<()> {
+    let dir = unique_temp_dir("network-dup")?;
+    let cluster = Cluster::start(&dir, "grpc", &["twin", "twin"], NODE_CONFIG, &[])?;
+    let flags = run_flags(&dir, &cluster, "SingleStream", &[])?;
+    let run = loadgen(&dir, &flags, Duration::from_secs(60))?;
+    ensure!(!run.status.success(), "{}", run.stdout);
+    ensure!(
+        run.stderr.contains("both call themselves \"twin\""),
+        "{}",
+        run.stderr
+    );
+    Ok(())
+}
