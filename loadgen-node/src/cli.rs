@@ -158,8 +158,9 @@ pub struct NetworkArgs {
     /// Most samples one node may hold at once; more wait in the QDL.
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub window: u64,
-    /// Largest piece a query is cut into, in samples.
-    #[arg(long, value_name = "N", default_value_t = 64)]
+    /// Largest piece a query is cut into, in samples: small pieces keep
+    /// nodes evenly loaded to the end of an Offline run.
+    #[arg(long, value_name = "N", default_value_t = 16)]
     pub max_piece_samples: usize,
     /// Threads for network I/O.
     #[arg(long, value_name = "N", default_value_t = 2)]

@@ -198,3 +198,65 @@ fn token_latency_models_are_refused_not_misreported() {
         "{stderr}"
     );
 }
+
+/// Bad network and sample flags are refused before anything runs, each
+/// naming what is wrong.
+#[test]
+fn network_run_errors_name_the_flag_the_file_or_the_node() {
+    let dir = temp_dir("network-errors");
+    let out_dir = dir.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "--scenario", "Offline", "--output", out_dir];
+        args.extend_from_slice(extra);
+        let out = loadgen(&args);
+        assert!(!out.status.success(), "{extra:?} succeeded");
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let err = run(&[
+        "--sut-node",
+        "grpc://127.0.0.1:1",
+        "--benchmark",
+        "gptj",
+        "--sample-codec",
+        "lz4",
+    ]);
+    assert!(
+        err.contains("the rules allow no compression for gptj"),
+        "{err}"
+    );
+    let err = run(&[
+        "--sut-node",
+        "grpc://127.0.0.1:1",
+        "--data-dir",
+        "/nonexistent/npy",
+    ]);
+    assert!(err.contains("/nonexistent/npy"), "{err}");
+    let err = run(&["--sut-node", "grpc://127.0.0.1:1", "--benchmark", "resnet"]);
+    assert!(
+        err.contains("--benchmark") && err.contains("resnet50"),
+        "{err}"
+    );
+    let err = run(&["--sut-node", "grpc://127.0.0.1:1", "--benchmark", "null"]);
+    assert!(
+        err.contains("node grpc://127.0.0.1:1:") && err.contains("refused"),
+        "{err}"
+    );
+    let err = run(&["--sut-node", "quic://127.0.0.1:1", "--benchmark", "null"]);
+    assert!(err.contains("QUIC always runs over TLS"), "{err}");
+    let err = run(&[
+        "--sut-node",
+        "quic://127.0.0.1:1",
+        "--benchmark",
+        "null",
+        "--tls-ca",
+        "/nonexistent/ca.pem",
+    ]);
+    assert!(err.contains("TLS file /nonexistent/ca.pem"), "{err}");
+    let err = run(&[
+        "--sut-node",
+        "grpc://127.0.0.1:1",
+        "--sample-dtype",
+        "float64",
+    ]);
+    assert!(err.contains("float64"), "{err}");
+}

@@ -3,7 +3,8 @@
 //! The session-layer API between the LoadGen node and the sut-nodes: the
 //! protobuf messages and gRPC service of `netdiv.v1` (compiled with protox,
 //! no system protoc), the QUIC framing that carries the same messages, and
-//! the lossless codecs the rules approve per benchmark.
+//! the lossless codecs the rules approve per benchmark, and the QUIC
+//! transport parameters both ends share.
 //!
 //! It owns the wire and its validation; it knows nothing of LoadGens or
 //! backends. Wire types stay under [`pb`]; the rest of netdiv converts them
@@ -11,6 +12,7 @@
 
 pub mod codec;
 pub mod framing;
+pub mod quic;
 pub mod sample;
 
 /// Generated protobuf types and the gRPC client and server of `netdiv.v1`.

@@ -50,7 +50,7 @@ impl QdlConfig {
                 samples: 1024,
                 bytes: 64 << 20,
             },
-            max_piece_samples: 64,
+            max_piece_samples: 16,
             max_piece_bytes: 4 << 20,
             benchmark: benchmark.into(),
             io_threads: 2,

@@ -133,11 +133,7 @@ async fn run(cli: Cli) -> Result<()> {
             quinn::crypto::rustls::QuicServerConfig::try_from(crypto)
                 .context("QUIC TLS configuration")?,
         ));
-        // One stream per query: the QDL keeps up to its window of queries
-        // in flight, far more than quinn's default of 100 streams.
-        let mut transport = quinn::TransportConfig::default();
-        transport.max_concurrent_bidi_streams(quinn::VarInt::from_u32(1 << 16));
-        server_config.transport_config(Arc::new(transport));
+        server_config.transport_config(netdiv_proto::quic::transport_config(false));
         // Prefer the gRPC port number on UDP too: one port per node.
         let preferred = grpc_addr.unwrap_or(cli.listen);
         let endpoint = quinn::Endpoint::server(server_config.clone(), preferred)

@@ -31,6 +31,7 @@ impl Cluster {
         node_config: &str,
         extra: &[&str],
     ) -> Result<Cluster> {
+        fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let config = crate::write_file(dir, "sut-node.toml", node_config)?;
         let certs = (transport == "quic").then(|| dir.join("certs"));
         if let Some(certs) = &certs {

@@ -11,8 +11,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
-use netdiv_tests::network_run::{loadgen, Cluster, LoadgenRun};
 use netdiv_proto::pb;
+use netdiv_tests::network_run::{loadgen, Cluster, LoadgenRun};
 use netdiv_tests::sut_client::{grpc_client, versioned, ClientCert};
 use netdiv_tests::{detail_value, parse_issued, unique_temp_dir, write_file};
 use qdl::samples::{synthetic::synthetic_sample, DType};
@@ -98,7 +98,11 @@ fn check_responses(run: &LoadgenRun, dir: &Path) -> Result<()> {
     );
     let mut seen = HashSet::new();
     for e in &entries {
-        ensure!(seen.insert(e.seq_id), "sample seq_id {} completed twice", e.seq_id);
+        ensure!(
+            seen.insert(e.seq_id),
+            "sample seq_id {} completed twice",
+            e.seq_id
+        );
         let input = synthetic_sample(&SHAPE, DType::U8, SEED, e.qsl_idx as usize);
         let want = lower_hex(&expected_output(&input, OUTPUT_BYTES));
         ensure!(
@@ -131,7 +135,11 @@ fn check_run(run: &LoadgenRun, dir: &Path, cluster: &Cluster, scenario: &str) ->
         .to_string();
     ensure!(name.contains("Network SUT"), "sut_name {name:?}");
     for node in &cluster.nodes {
-        ensure!(name.contains(&node.name), "sut_name {name:?} lacks {}", node.name);
+        ensure!(
+            name.contains(&node.name),
+            "sut_name {name:?} lacks {}",
+            node.name
+        );
     }
     ensure!(
         detail_value(&detail, "get_sut_name_duration_ns").is_some(),
@@ -143,7 +151,9 @@ fn check_run(run: &LoadgenRun, dir: &Path, cluster: &Cluster, scenario: &str) ->
 /// All four scenarios in turn over one set of nodes.
 fn all_scenarios(transport: &'static str, nodes: usize) -> Result<()> {
     let dir = unique_temp_dir(&format!("network-{transport}-{nodes}"))?;
-    let names: Vec<String> = (1..=nodes).map(|i| format!("{transport}-node-{i}")).collect();
+    let names: Vec<String> = (1..=nodes)
+        .map(|i| format!("{transport}-node-{i}"))
+        .collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let cluster = Cluster::start(&dir, transport, &names, NODE_CONFIG, &[])?;
     for scenario in ["SingleStream", "MultiStream", "Server", "Offline"] {
@@ -206,7 +216,12 @@ fn lz4_samples_and_responses_round_robin() -> Result<()> {
     for node in &cluster.nodes {
         let info = runtime.block_on(async {
             let mut client = grpc_client(node, ClientCert::None).await?;
-            anyhow::Ok(client.info(versioned(pb::InfoRequest {})).await?.into_inner())
+            anyhow::Ok(
+                client
+                    .info(versioned(pb::InfoRequest {}))
+                    .await?
+                    .into_inner(),
+            )
         })?;
         ensure!(info.samples_run > 0, "{} ran no samples", node.name);
     }
@@ -224,7 +239,10 @@ fn survive_a_killed_node(transport: &'static str, scenario: &str) -> Result<()> 
     // queries); the kill comes at 1 s.
     let conf = USER_CONF
         .replace("*.*.min_duration = 300", "*.*.min_duration = 2500")
-        .replace("*.Offline.target_qps = 40000", "*.Offline.target_qps = 3000");
+        .replace(
+            "*.Offline.target_qps = 40000",
+            "*.Offline.target_qps = 3000",
+        );
     let flags = run_flags(&dir, &cluster, scenario, &[])?;
     write_file(&dir, "user.conf", &conf)?;
     netdiv_tests::loadgen_node_bin()?; // built before the clock starts
@@ -305,5 +323,111 @@ fn duplicate_node_names_are_refused() -> Result<()> {
         "{}",
         run.stderr
     );
+    Ok(())
+}
+
+/// The README's main job: `loadgen-node run` with no SUT flags starts two
+/// local nodes, runs Offline and Server through the QDL, reports both and
+/// stops the nodes; `--progress always` draws the live line.
+#[test]
+fn embedded_default_runs_offline_and_server_through_two_local_nodes() -> Result<()> {
+    let dir = unique_temp_dir("network-embedded")?;
+    let output = dir.join("out");
+    let run = std::process::Command::new(netdiv_tests::loadgen_node_bin()?)
+        .current_dir(&dir)
+        .env("NETDIV_SUT_NODE", netdiv_tests::sut_node_bin()?)
+        .args(["run", "--progress", "always", "--output"])
+        .arg(&output)
+        .output()?;
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    ensure!(run.status.success(), "{stdout}\n{stderr}");
+    for scenario in ["Offline", "Server"] {
+        let summary =
+            std::fs::read_to_string(output.join(scenario).join("mlperf_log_summary.txt"))?;
+        ensure!(
+            summary.contains("Result is : VALID"),
+            "{scenario}:\n{summary}"
+        );
+        ensure!(
+            summary.contains("SUT name : Network SUT [local-node-1, local-node-2]"),
+            "{summary}"
+        );
+        ensure!(
+            stdout.contains(&format!(
+                "Logs written to {}",
+                output.join(scenario).display()
+            )),
+            "{stdout}"
+        );
+    }
+    ensure!(
+        stderr.contains("issued ") && stderr.contains("samples/s"),
+        "no progress line:\n{stderr}"
+    );
+    let node_log = std::fs::read_to_string(output.join("local-node-1.log"))?;
+    ensure!(
+        node_log.contains("stopped"),
+        "node not stopped cleanly:\n{node_log}"
+    );
+    Ok(())
+}
+
+/// A folder of .npy files as the QSL: every sample's bytes reach a node
+/// unchanged (the response is the synthetic backend's function of exactly
+/// those bytes), in AccuracyOnly mode over QUIC.
+#[test]
+fn npy_folder_samples_reach_the_nodes_unchanged() -> Result<()> {
+    use qdl::samples::npy::write_npy;
+    let dir = unique_temp_dir("network-npy")?;
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data)?;
+    let mut inputs = Vec::new();
+    for i in 0..40usize {
+        // Different lengths and contents per file, as real inputs have.
+        let values: Vec<f32> = (0..(16 + i)).map(|k| (i * 100 + k) as f32 * 0.5).collect();
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        write_npy(
+            &data.join(format!("sample-{i:03}.npy")),
+            DType::F32,
+            &[values.len()],
+            &bytes,
+        )?;
+        inputs.push(bytes);
+    }
+    let cluster = Cluster::start(&dir, "quic", &["npy-a", "npy-b"], NODE_CONFIG, &[])?;
+    let mut flags: Vec<String> = [
+        "--scenario",
+        "Offline",
+        "--mode",
+        "AccuracyOnly",
+        "--benchmark",
+        "resnet50",
+        "--data-dir",
+        data.to_str().context("utf-8 path")?,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    flags.extend(cluster.loadgen_flags());
+    let run = loadgen(&dir, &flags, Duration::from_secs(60))?;
+    run.expect_success()?;
+    let entries = run.accuracy()?;
+    let indices: HashSet<u64> = entries.iter().map(|e| e.qsl_idx).collect();
+    ensure!(
+        entries.len() == 40 && indices.len() == 40,
+        "{} responses for {} distinct samples, 40 expected",
+        entries.len(),
+        indices.len()
+    );
+    for e in &entries {
+        let want = lower_hex(&expected_output(&inputs[e.qsl_idx as usize], OUTPUT_BYTES));
+        ensure!(
+            e.data.to_lowercase() == want,
+            "sample {}: {} != {want}",
+            e.qsl_idx,
+            e.data
+        );
+    }
     Ok(())
 }

@@ -4,7 +4,6 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use netdiv_proto::framing::{self, FrameDecoder};
 use netdiv_proto::pb::{self, quic_request, quic_response};
@@ -41,14 +40,7 @@ impl QuicLink {
             quinn::crypto::rustls::QuicClientConfig::try_from(crypto)
                 .map_err(|e| format!("QUIC TLS configuration: {e}"))?,
         ));
-        // Keep-alives let an idle connection live; the idle timeout notices
-        // a node that is gone without a word (killed, unplugged) in seconds.
-        let mut transport = quinn::TransportConfig::default();
-        transport.keep_alive_interval(Some(Duration::from_millis(500)));
-        transport.max_idle_timeout(Some(
-            quinn::IdleTimeout::try_from(Duration::from_secs(3)).expect("small timeout"),
-        ));
-        config.transport_config(Arc::new(transport));
+        config.transport_config(netdiv_proto::quic::transport_config(true));
         let local: SocketAddr = if addr.is_ipv6() {
             (Ipv6Addr::UNSPECIFIED, 0).into()
         } else {
