@@ -66,8 +66,16 @@ impl Dispatcher {
                 Some(pick)
             }
             DispatchPolicy::LeastOutstanding => {
-                let a = candidates[self.random_below(candidates.len())];
-                let b = candidates[self.random_below(candidates.len())];
+                // Two distinct candidates, so with two nodes both are
+                // always compared.
+                let n = candidates.len();
+                let first = self.random_below(n);
+                let second = if n > 1 {
+                    (first + 1 + self.random_below(n - 1)) % n
+                } else {
+                    first
+                };
+                let (a, b) = (candidates[first], candidates[second]);
                 Some(if outstanding[b] < outstanding[a] {
                     b
                 } else {
@@ -126,8 +134,10 @@ mod tests {
         let to_idle = (0..1000)
             .filter(|_| d.pick(&outstanding, &[true; 3]) == Some(1))
             .count();
-        // Chosen whenever it is one of the two candidates: about 5 in 9.
-        assert!((480..640).contains(&to_idle), "{to_idle}");
+        // Chosen whenever it is one of the two distinct candidates: 2 in 3.
+        assert!((600..730).contains(&to_idle), "{to_idle}");
+        // With two nodes the less loaded one always wins.
+        assert!((0..100).all(|_| d.pick(&[5, 3], &[true, true]) == Some(1)));
     }
 
     #[test]
