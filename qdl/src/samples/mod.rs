@@ -33,16 +33,17 @@ pub enum DType {
     F32,
 }
 
-const ALL_DTYPES: &[DType] = &[
-    DType::U8,
-    DType::I8,
-    DType::I32,
-    DType::I64,
-    DType::F16,
-    DType::F32,
-];
-
 impl DType {
+    /// Every element type, in the order names are listed to users.
+    pub const ALL: &'static [DType] = &[
+        DType::U8,
+        DType::I8,
+        DType::I32,
+        DType::I64,
+        DType::F16,
+        DType::F32,
+    ];
+
     /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
@@ -101,12 +102,12 @@ impl fmt::Display for DType {
 impl std::str::FromStr for DType {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        ALL_DTYPES
+        DType::ALL
             .iter()
             .copied()
             .find(|d| d.name() == s)
             .ok_or_else(|| {
-                let names: Vec<&str> = ALL_DTYPES.iter().map(|d| d.name()).collect();
+                let names: Vec<&str> = DType::ALL.iter().map(|d| d.name()).collect();
                 format!("unknown dtype {s:?} (expected {})", names.join(", "))
             })
     }
@@ -411,7 +412,7 @@ pub(crate) mod tests {
 
     #[test]
     fn dtype_names_and_descrs() {
-        for &d in ALL_DTYPES {
+        for &d in DType::ALL {
             assert_eq!(d.name().parse::<DType>(), Ok(d));
             assert_eq!(DType::from_npy_descr(d.npy_descr()), Some(d));
         }

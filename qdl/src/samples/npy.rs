@@ -77,14 +77,7 @@ pub enum NpyError {
 }
 
 /// The descrs we read, as numpy spells them in headers we write.
-const SUPPORTED: &[DType] = &[
-    DType::U8,
-    DType::I8,
-    DType::I32,
-    DType::I64,
-    DType::F16,
-    DType::F32,
-];
+const SUPPORTED: &[DType] = DType::ALL;
 
 fn supported_descrs() -> String {
     let names: Vec<String> = SUPPORTED

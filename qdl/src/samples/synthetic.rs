@@ -101,14 +101,7 @@ mod tests {
 
     #[test]
     fn deterministic_and_sized() {
-        for dtype in [
-            DType::U8,
-            DType::I8,
-            DType::I32,
-            DType::I64,
-            DType::F16,
-            DType::F32,
-        ] {
+        for &dtype in DType::ALL {
             let a = synthetic_sample(&[5, 7], dtype, 42, 3);
             assert_eq!(a.len(), 35 * dtype.size());
             assert_eq!(a, synthetic_sample(&[5, 7], dtype, 42, 3));
