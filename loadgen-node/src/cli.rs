@@ -36,8 +36,22 @@ pub enum SutKind {
     Null,
 }
 
+/// Which LoadGen runs the test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Engine {
+    /// netdiv's Rust LoadGen (the same samples, schedule and logs as the
+    /// official one).
+    Netdiv,
+    /// The official MLPerf LoadGen, as a submission requires (needs a build
+    /// with `--features official`; network SUTs only).
+    Official,
+}
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    /// The LoadGen that runs the test.
+    #[arg(long, value_enum, default_value = "netdiv")]
+    pub loadgen: Engine,
     /// An in-process SUT instead of sut-nodes.
     #[arg(long, value_enum, conflicts_with = "sut_node")]
     pub sut: Option<SutKind>,

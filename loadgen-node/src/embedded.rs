@@ -12,7 +12,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use loadgen_node::settings::Scenario;
 use qdl::node_url::NodeUrl;
 
-use crate::cli::RunArgs;
+use crate::cli::{Engine, RunArgs};
 
 const USER_CONF: &str = include_str!("embedded-user.conf");
 const NODE_CONFIG: &str = include_str!("embedded-node.toml");
@@ -121,6 +121,63 @@ fn sut_node_program(args: &RunArgs) -> Result<PathBuf> {
     })
 }
 
+/// The official LoadGen reads mlperf.conf only in the first test of a
+/// process (a static in `TestSettings::FromConfig`), so each scenario runs
+/// in a process of its own, as a submitter runs it: this program again,
+/// with the same flags, against the nodes already started.
+fn official_in_child(
+    args: &RunArgs,
+    scenario: Scenario,
+    urls: &[NodeUrl],
+    output: &Path,
+) -> Result<()> {
+    std::fs::create_dir_all(output)
+        .with_context(|| format!("cannot create {}", output.display()))?;
+    let mut command = Command::new(std::env::current_exe().context("cannot find this program")?);
+    command
+        .arg("run")
+        .args(passed_through(std::env::args().skip(2)));
+    command
+        .args(["--scenario", scenario.name()])
+        .arg("--output")
+        .arg(output);
+    for url in urls {
+        command.arg("--sut-node").arg(url.to_string());
+    }
+    if args.user_conf.is_none() {
+        let conf = output.join("embedded-user.conf");
+        std::fs::write(&conf, USER_CONF)
+            .with_context(|| format!("cannot write {}", conf.display()))?;
+        command.arg("--user-conf").arg(conf);
+    }
+    let status = command.status().context("cannot start loadgen-node")?;
+    if !status.success() {
+        bail!(
+            "the official LoadGen's {} test failed ({status})",
+            scenario.name()
+        );
+    }
+    Ok(())
+}
+
+/// The flags of this `run` without the ones a child gets its own value of.
+fn passed_through(args: impl Iterator<Item = String>) -> Vec<String> {
+    const OWN: &[&str] = &["--output", "--scenario", "--sut-node-bin"];
+    let mut kept = Vec::new();
+    let mut skip_value = false;
+    for arg in args {
+        if std::mem::take(&mut skip_value) {
+            continue;
+        }
+        if OWN.contains(&arg.as_str()) {
+            skip_value = true;
+        } else if !OWN.iter().any(|f| arg.starts_with(&format!("{f}="))) {
+            kept.push(arg);
+        }
+    }
+    kept
+}
+
 pub fn run_default(args: &RunArgs) -> Result<()> {
     if args.record_issued.is_some() && args.scenario.is_none() {
         bail!("--record-issued with the embedded default needs --scenario (it runs two tests)");
@@ -152,7 +209,11 @@ pub fn run_default(args: &RunArgs) -> Result<()> {
     for scenario in scenarios {
         println!("\n== {} through the QDL ==", scenario.name());
         let output = args.output.join(scenario.name());
-        crate::run_network(args, scenario, urls.clone(), Some(USER_CONF), &output)?;
+        if args.loadgen == Engine::Official {
+            official_in_child(args, scenario, &urls, &output)?;
+        } else {
+            crate::run_network(args, scenario, urls.clone(), Some(USER_CONF), &output)?;
+        }
     }
     drop(nodes);
     println!(

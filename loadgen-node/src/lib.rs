@@ -13,7 +13,8 @@
 //! implements [`sut::SystemUnderTest`]: in-process ([`null_sut`], or the
 //! sut-node's backend in this process, [`local_sut`]) or the QDL of the
 //! `qdl` crate over the network ([`network_sut`]), with a live
-//! [`progress`] line on long runs.
+//! [`progress`] line on long runs. With the `official` feature, `official`
+//! runs the same QDL and sample store under the official C++ LoadGen.
 
 pub mod completion;
 pub mod early_stopping;
@@ -23,6 +24,8 @@ pub mod local_sut;
 pub mod logs;
 pub mod network_sut;
 pub mod null_sut;
+#[cfg(feature = "official")]
+pub mod official;
 pub mod progress;
 pub mod results;
 pub mod rng;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
-use cli::{Cli, Command, RunArgs, SutKind};
+use cli::{Cli, Command, Engine, RunArgs, SutKind};
 use loadgen_node::logs::LogSettings;
 use loadgen_node::network_sut::QdlSut;
 use loadgen_node::null_sut::{NullSut, SyntheticQsl};
@@ -42,6 +42,9 @@ fn run(args: &RunArgs) -> Result<()> {
     let scenario = args
         .scenario
         .context("--scenario is required with --sut or --sut-node")?;
+    if args.sut.is_some() && args.loadgen == Engine::Official {
+        bail!("--loadgen official drives network SUTs (--sut-node or the embedded default), not --sut null");
+    }
     match args.sut {
         Some(SutKind::Null) => run_in_process(args, scenario),
         None => {
@@ -92,7 +95,12 @@ fn run_network(
         network,
         counters: counters.clone(),
     };
-    run_test(args, &sut, &qsl, &settings, output, Some(counters))?;
+    match args.loadgen {
+        Engine::Netdiv => run_test(args, &sut, &qsl, &settings, output, Some(counters))?,
+        Engine::Official => {
+            run_official(args, &sut, &qsl, &settings, output, embedded_conf, counters)?
+        }
+    }
     let stats = sut.network.stats();
     if stats.nodes_failed > 0 || stats.resent > 0 {
         eprintln!(
@@ -100,6 +108,98 @@ fn run_network(
             stats.nodes_failed, stats.resent
         );
     }
+    Ok(())
+}
+
+/// The same test under the official LoadGen, from the same flags and
+/// config files; it prints its own summary.
+#[cfg(feature = "official")]
+fn run_official(
+    args: &RunArgs,
+    sut: &QdlSut,
+    qsl: &loadgen_node::network_sut::StoreQsl,
+    settings: &TestSettings,
+    output: &std::path::Path,
+    embedded_conf: Option<&str>,
+    counters: Arc<Counters>,
+) -> Result<()> {
+    use loadgen_node::official::{self, OfficialRun};
+    std::fs::create_dir_all(output)
+        .with_context(|| format!("cannot create {}", output.display()))?;
+    // The official LoadGen reads config files only, so the embedded
+    // default's settings go to one next to the logs.
+    let embedded_path = output.join("embedded-user.conf");
+    let user_conf = match (&args.user_conf, embedded_conf) {
+        (Some(path), _) => Some(path.as_path()),
+        (None, Some(text)) => {
+            std::fs::write(&embedded_path, text)
+                .with_context(|| format!("cannot write {}", embedded_path.display()))?;
+            Some(embedded_path.as_path())
+        }
+        (None, None) => None,
+    };
+    let model = setup::model(args)?;
+    let audit = args
+        .audit_conf
+        .clone()
+        .unwrap_or_else(official::default_audit_conf);
+    let _progress = ProgressLine::start(
+        args.progress,
+        format!("{} (official LoadGen)", settings.scenario.name()),
+        Duration::from_millis(settings.min_duration_ms),
+        counters.clone(),
+    );
+    let issued = official::run(
+        &sut.network,
+        qsl,
+        counters,
+        &OfficialRun {
+            scenario: settings.scenario,
+            mode: settings.mode,
+            model: &model,
+            mlperf_conf: args.mlperf_conf.as_deref(),
+            user_conf,
+            audit_conf: &audit,
+            outdir: output,
+            enable_trace: !args.no_trace,
+            record_issued: args.record_issued.is_some(),
+        },
+    )?;
+    drop(_progress);
+    if let Some(path) = &args.record_issued {
+        write_issued(path, &issued)?;
+    }
+    println!(
+        "Logs written to {} (by the official MLPerf LoadGen)",
+        output.display()
+    );
+    Ok(())
+}
+
+#[cfg(not(feature = "official"))]
+fn run_official(
+    _: &RunArgs,
+    _: &QdlSut,
+    _: &loadgen_node::network_sut::StoreQsl,
+    _: &TestSettings,
+    _: &std::path::Path,
+    _: Option<&str>,
+    _: Arc<Counters>,
+) -> Result<()> {
+    bail!(
+        "this loadgen-node was built without the official LoadGen: rebuild with \
+         `cargo build --release -p loadgen-node --features official` (needs g++)"
+    )
+}
+
+fn write_issued(path: &std::path::Path, issued: &[usize]) -> Result<()> {
+    let mut out = std::io::BufWriter::new(
+        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+    );
+    for index in issued {
+        writeln!(out, "{index}")?;
+    }
+    out.flush()?;
     Ok(())
 }
 
@@ -133,14 +233,7 @@ fn run_test(
     let outcome = start_test(sut, qsl, settings, &logs, options)?;
     drop(_progress);
     if let Some(path) = &args.record_issued {
-        let mut out = std::io::BufWriter::new(
-            std::fs::File::create(path)
-                .with_context(|| format!("cannot create {}", path.display()))?,
-        );
-        for index in &outcome.issued {
-            writeln!(out, "{index}")?;
-        }
-        out.flush()?;
+        write_issued(path, &outcome.issued)?;
     }
     print!("{}", outcome.summary_text);
     println!("Logs written to {}", output.display());

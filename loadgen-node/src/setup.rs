@@ -63,6 +63,15 @@ pub fn counts(
     Ok((total, performance))
 }
 
+/// The model name config lines are looked up for: `--model`, else the
+/// benchmark's name.
+pub fn model(args: &RunArgs) -> Result<String> {
+    Ok(match &args.model {
+        Some(m) => m.clone(),
+        None => benchmark(args)?.name.to_string(),
+    })
+}
+
 /// mlperf.conf (embedded or replaced), then user.conf (or, for the
 /// embedded default, its own short-run settings), then the flags.
 pub fn settings(
@@ -70,10 +79,7 @@ pub fn settings(
     scenario: Scenario,
     embedded_user_conf: Option<&str>,
 ) -> Result<TestSettings> {
-    let model = match &args.model {
-        Some(m) => m.clone(),
-        None => benchmark(args)?.name.to_string(),
-    };
+    let model = model(args)?;
     let mut settings = TestSettings {
         scenario,
         ..TestSettings::default()

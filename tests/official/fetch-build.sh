@@ -8,7 +8,6 @@
 set -euo pipefail
 
 readonly VERSION=6.0.17
-readonly SDIST_SHA256=a2e85d09e3cc0c606f89bfe1fbf97537c8b5b238ae0afbd923ad9c710fcf2ca8
 readonly LIB_SOURCES=(
   early_stopping.cc issue_query_controller.cc loadgen.cc logging.cc
   test_settings_internal.cc utils.cc results.cc version.cc
@@ -46,39 +45,9 @@ fi
 tmp=$(mktemp -d "$cache/.tmp.XXXXXX") || die "cannot create a temp directory in $cache"
 trap 'rm -rf "$tmp"' EXIT
 
-# 1. The sdist, verified before anything reads it.
-sdist="$cache/mlcommons_loadgen-$VERSION.tar.gz"
-if [[ ! -f $sdist ]]; then
-  log "downloading mlcommons-loadgen==$VERSION (sdist) from PyPI"
-  python3 -m pip download --no-binary :all: --no-deps \
-    "mlcommons-loadgen==$VERSION" -d "$tmp/dl" >&2 \
-    || die "pip download of mlcommons-loadgen==$VERSION failed"
-  shopt -s nullglob
-  found=("$tmp"/dl/mlcommons[_-]loadgen-"$VERSION".tar.gz)
-  shopt -u nullglob
-  [[ ${#found[@]} -eq 1 ]] || die "pip did not produce mlcommons_loadgen-$VERSION.tar.gz in $tmp/dl"
-  actual=$(sha256sum "${found[0]}" | cut -d' ' -f1)
-  if [[ $actual != "$SDIST_SHA256" ]]; then
-    die "sha256 mismatch for ${found[0]##*/}: expected $SDIST_SHA256, got $actual (refusing to build)"
-  fi
-  mv -f "${found[0]}" "$sdist"
-else
-  actual=$(sha256sum "$sdist" | cut -d' ' -f1)
-  [[ $actual == "$SDIST_SHA256" ]] \
-    || die "cached $sdist has sha256 $actual, expected $SDIST_SHA256; delete it to re-download"
-fi
-
-# 2. Unpacked sources.
-src="$cache/src"
-if [[ ! -f $src/loadgen.h ]]; then
-  log "unpacking $sdist"
-  mkdir "$tmp/unpack"
-  tar --no-same-owner -xzf "$sdist" -C "$tmp/unpack" || die "cannot unpack $sdist"
-  [[ -f $tmp/unpack/mlcommons_loadgen-$VERSION/loadgen.h ]] \
-    || die "unexpected sdist layout: no mlcommons_loadgen-$VERSION/loadgen.h"
-  rm -rf "$src"
-  mv "$tmp/unpack/mlcommons_loadgen-$VERSION" "$src"
-fi
+# 1-2. The verified, unpacked source (shared with the cargo feature).
+src=$(bash "$script_dir/../../loadgen-node/official/fetch-source.sh") \
+  || die "fetching the official LoadGen source failed"
 
 # 3. The static library, objects kept in the cache.
 lib_dir="$cache/lib"

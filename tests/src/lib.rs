@@ -116,6 +116,54 @@ pub fn sut_node_bin() -> Result<PathBuf> {
     .map_err(|e| anyhow!(e))
 }
 
+/// `loadgen-node` built with the official LoadGen (`--features official`),
+/// in a target directory of its own so the default build is not rebuilt.
+/// `NETDIV_LOADGEN_NODE_OFFICIAL=/path` skips the build.
+pub fn loadgen_node_official_bin() -> Result<PathBuf> {
+    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BIN.get_or_init(|| build_official_engine().map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(|e| anyhow!(e))
+}
+
+fn build_official_engine() -> Result<PathBuf> {
+    if let Some(path) = existing_file_from_env("NETDIV_LOADGEN_NODE_OFFICIAL")? {
+        return Ok(path);
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
+    let target = workspace_root().join("target/official");
+    let output = Command::new(&cargo)
+        .current_dir(workspace_root())
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "loadgen-node",
+            "--bin",
+            "loadgen-node",
+        ])
+        .args(["--features", "loadgen-node/official", "--target-dir"])
+        .arg(&target)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {}", Path::new(&cargo).display()))?;
+    if !output.status.success() {
+        bail!(
+            "building loadgen-node --features official failed ({}):\n{}",
+            output.status,
+            tail(&String::from_utf8_lossy(&output.stderr), 60)
+        );
+    }
+    let bin = target.join("release/loadgen-node");
+    if !bin.is_file() {
+        bail!(
+            "cargo built loadgen-node --features official but {} is missing",
+            bin.display()
+        );
+    }
+    Ok(bin)
+}
+
 /// The daemons every test drives, built in one cargo invocation: one
 /// feature resolution, so their shared dependencies compile once instead of
 /// once per binary.

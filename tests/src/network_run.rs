@@ -128,10 +128,20 @@ impl LoadgenRun {
 /// Runs `loadgen-node run ARGS --output DIR/logs` in `dir`; kills it and
 /// fails if it is still running after `deadline`.
 pub fn loadgen(dir: &Path, args: &[String], deadline: Duration) -> Result<LoadgenRun> {
+    loadgen_with(&loadgen_node_bin()?, dir, args, deadline)
+}
+
+/// [`loadgen`] with a given `loadgen-node` program.
+pub fn loadgen_with(
+    program: &Path,
+    dir: &Path,
+    args: &[String],
+    deadline: Duration,
+) -> Result<LoadgenRun> {
     let logs = dir.join("logs");
     let stdout_path = dir.join("loadgen.stdout");
     let stderr_path = dir.join("loadgen.stderr");
-    let mut child = Command::new(loadgen_node_bin()?)
+    let mut child = Command::new(program)
         .current_dir(dir)
         .arg("run")
         .args(args)

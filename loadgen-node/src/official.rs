@@ -1,0 +1,319 @@
+//! The official MLPerf LoadGen as the engine (feature `official`): a real
+//! submission's numbers must come from it. The C++ side
+//! (`official/shim.cc`, compiled with the unaltered official sources by
+//! build.rs) derives a `QueryDispatchLibrary` whose calls land here: Name()
+//! asks the QDL (a live round trip to every node on each call), IssueQuery
+//! goes to the QDL, the QSL is our sample store, and completions go back
+//! through `mlperf::QuerySamplesComplete`.
+
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use qdl::{CompletionSink, NetworkSut};
+
+use crate::network_sut::StoreQsl;
+use crate::progress::Counters;
+use crate::settings::{Scenario, TestMode};
+
+#[repr(C)]
+struct Callbacks {
+    ctx: *mut c_void,
+    name: extern "C" fn(*mut c_void, *mut *const c_char, *mut usize) -> c_int,
+    issue: extern "C" fn(*mut c_void, *const u64, *const u64, usize),
+    flush: extern "C" fn(*mut c_void),
+    total_sample_count: usize,
+    performance_sample_count: usize,
+    load: extern "C" fn(*mut c_void, *const u64, usize),
+    unload: extern "C" fn(*mut c_void, *const u64, usize),
+}
+
+#[repr(C)]
+struct RunOptions {
+    scenario: *const c_char,
+    scenario_code: c_int,
+    mode_code: c_int,
+    model: *const c_char,
+    mlperf_conf_text: *const c_char,
+    user_conf: *const c_char,
+    audit_conf: *const c_char,
+    outdir: *const c_char,
+    enable_trace: c_int,
+}
+
+extern "C" {
+    fn netdiv_official_run(
+        callbacks: *const Callbacks,
+        options: *const RunOptions,
+        err: *mut c_char,
+        err_cap: usize,
+    ) -> c_int;
+    fn netdiv_official_complete(
+        ids: *const u64,
+        data: *const *const u8,
+        sizes: *const usize,
+        n: usize,
+    );
+}
+
+/// What to run: the same inputs our engine takes.
+pub struct OfficialRun<'a> {
+    pub scenario: Scenario,
+    pub mode: TestMode,
+    pub model: &'a str,
+    /// Replaces the library's built-in mlperf.conf.
+    pub mlperf_conf: Option<&'a Path>,
+    pub user_conf: Option<&'a Path>,
+    pub audit_conf: &'a Path,
+    pub outdir: &'a Path,
+    pub enable_trace: bool,
+    pub record_issued: bool,
+}
+
+/// Completions into the official LoadGen.
+struct OfficialSink {
+    counters: Arc<Counters>,
+}
+
+impl CompletionSink for OfficialSink {
+    fn complete(&self, responses: &[qdl::Response<'_>]) {
+        let ids: Vec<u64> = responses.iter().map(|r| r.response_id).collect();
+        let data: Vec<*const u8> = responses.iter().map(|r| r.data.as_ptr()).collect();
+        let sizes: Vec<usize> = responses.iter().map(|r| r.data.len()).collect();
+        // SAFETY: three arrays of `responses.len()` elements, and every data
+        // pointer valid for its size until this call returns (the LoadGen
+        // copies what it keeps).
+        unsafe { netdiv_official_complete(ids.as_ptr(), data.as_ptr(), sizes.as_ptr(), ids.len()) };
+        self.counters
+            .completed
+            .fetch_add(responses.len() as u64, Ordering::Relaxed);
+    }
+
+    /// The official LoadGen has no way to end a test with a reason, and
+    /// would wait for the lost samples forever: say why and exit.
+    fn fail(&self, reason: &str) {
+        eprintln!("loadgen-node: error: {reason}");
+        let _ = std::io::stderr().flush();
+        let _ = std::io::stdout().flush();
+        std::process::exit(1);
+    }
+}
+
+struct Context<'a> {
+    network: &'a NetworkSut,
+    qsl: &'a StoreQsl,
+    sink: Arc<dyn CompletionSink>,
+    counters: Arc<Counters>,
+    name: String,
+    issued: Option<Mutex<Vec<usize>>>,
+}
+
+/// # Safety
+/// `ctx` is the `Context` that `run` passed to the C++ side, alive for the
+/// whole test.
+unsafe fn context<'a>(ctx: *mut c_void) -> &'a mut Context<'a> {
+    &mut *(ctx as *mut Context<'a>)
+}
+
+/// A slice from a C array; empty for a null pointer.
+///
+/// # Safety
+/// `ptr` points to `n` values, or is null.
+unsafe fn slice<'a>(ptr: *const u64, n: usize) -> &'a [u64] {
+    if ptr.is_null() || n == 0 {
+        &[]
+    } else {
+        std::slice::from_raw_parts(ptr, n)
+    }
+}
+
+/// Runs `f`, and exits with a message instead of unwinding into C++.
+fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> T {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(v) => v,
+        Err(_) => {
+            eprintln!("loadgen-node: error: panic in {what} under the official LoadGen");
+            std::process::exit(1);
+        }
+    }
+}
+
+extern "C" fn name_cb(ctx: *mut c_void, text: *mut *const c_char, len: *mut usize) -> c_int {
+    guarded("Name()", || {
+        // SAFETY: see `context`; text and len are valid out-pointers.
+        let ctx = unsafe { context(ctx) };
+        let rc = match ctx.network.name() {
+            Ok(name) => {
+                ctx.name = name;
+                0
+            }
+            Err(e) => {
+                ctx.name = e.to_string();
+                1
+            }
+        };
+        unsafe {
+            *text = ctx.name.as_ptr() as *const c_char;
+            *len = ctx.name.len();
+        }
+        rc
+    })
+}
+
+extern "C" fn issue_cb(ctx: *mut c_void, ids: *const u64, indices: *const u64, n: usize) {
+    guarded("IssueQuery()", || {
+        // SAFETY: see `context` and `slice`: two arrays of n values.
+        let ctx = unsafe { context(ctx) };
+        let (ids, indices) = unsafe { (slice(ids, n), slice(indices, n)) };
+        let pairs: Vec<(u64, usize)> = ids
+            .iter()
+            .zip(indices)
+            .map(|(&id, &index)| (id, index as usize))
+            .collect();
+        if let Some(issued) = &ctx.issued {
+            if let Ok(mut issued) = issued.lock() {
+                issued.extend(pairs.iter().map(|&(_, index)| index));
+            }
+        }
+        ctx.counters.issued.fetch_add(n as u64, Ordering::Relaxed);
+        ctx.network.issue(&pairs, &ctx.sink);
+    })
+}
+
+/// The QDL never holds queries back, so there is nothing to flush.
+extern "C" fn flush_cb(_ctx: *mut c_void) {}
+
+fn indices(ptr: *const u64, n: usize) -> Vec<usize> {
+    // SAFETY: the C++ side passes an array of n values.
+    unsafe { slice(ptr, n) }
+        .iter()
+        .map(|&i| i as usize)
+        .collect()
+}
+
+extern "C" fn load_cb(ctx: *mut c_void, ptr: *const u64, n: usize) {
+    guarded("LoadSamplesToRam()", || {
+        // SAFETY: see `context`.
+        let ctx = unsafe { context(ctx) };
+        if let Err(e) = ctx.qsl.store.load(&indices(ptr, n)) {
+            // The official QSL interface cannot report an error.
+            eprintln!("loadgen-node: error: loading samples: {e}");
+            std::process::exit(1);
+        }
+    })
+}
+
+extern "C" fn unload_cb(ctx: *mut c_void, ptr: *const u64, n: usize) {
+    guarded("UnloadSamplesFromRam()", || {
+        // SAFETY: see `context`.
+        let ctx = unsafe { context(ctx) };
+        ctx.qsl.store.unload(&indices(ptr, n));
+    })
+}
+
+fn c_string(text: &str, what: &str) -> anyhow::Result<CString> {
+    CString::new(text).map_err(|_| anyhow::anyhow!("{what} {text:?} contains a NUL byte"))
+}
+
+fn c_path(path: &Path, what: &str) -> anyhow::Result<CString> {
+    let text = path
+        .to_str()
+        .ok_or_else(|| anyhow::anyhow!("{what} {} is not UTF-8", path.display()))?;
+    c_string(text, what)
+}
+
+/// Runs one test under the official LoadGen; returns the issued QSL
+/// indices when asked to record them.
+pub fn run(
+    network: &NetworkSut,
+    qsl: &StoreQsl,
+    counters: Arc<Counters>,
+    options: &OfficialRun<'_>,
+) -> anyhow::Result<Vec<usize>> {
+    // FromConfig loads mlperf.conf only in a process's first test; a
+    // second test would silently run without it (seeds of 0).
+    static RAN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if RAN.swap(true, Ordering::SeqCst) {
+        anyhow::bail!(
+            "the official LoadGen runs one test per process (it reads mlperf.conf only once)"
+        );
+    }
+    std::fs::create_dir_all(options.outdir)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", options.outdir.display()))?;
+    let mlperf_conf_text = options
+        .mlperf_conf
+        .map(|p| {
+            std::fs::read_to_string(p)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))
+                .and_then(|t| c_string(&t, "mlperf.conf"))
+        })
+        .transpose()?;
+    let user_conf = options
+        .user_conf
+        .map(|p| {
+            if !p.is_file() {
+                anyhow::bail!("cannot read config file {}", p.display());
+            }
+            c_path(p, "--user-conf")
+        })
+        .transpose()?;
+    let scenario = c_string(options.scenario.name(), "scenario")?;
+    let model = c_string(options.model, "--model")?;
+    let audit = c_path(options.audit_conf, "--audit-conf")?;
+    let outdir = c_path(options.outdir, "--output")?;
+    let mut ctx = Context {
+        network,
+        qsl,
+        sink: Arc::new(OfficialSink {
+            counters: counters.clone(),
+        }),
+        counters,
+        name: String::new(),
+        issued: options.record_issued.then(|| Mutex::new(Vec::new())),
+    };
+    let callbacks = Callbacks {
+        ctx: &mut ctx as *mut Context<'_> as *mut c_void,
+        name: name_cb,
+        issue: issue_cb,
+        flush: flush_cb,
+        total_sample_count: qsl.store.total(),
+        performance_sample_count: qsl.performance_sample_count,
+        load: load_cb,
+        unload: unload_cb,
+    };
+    let run_options = RunOptions {
+        scenario: scenario.as_ptr(),
+        scenario_code: options.scenario as c_int,
+        mode_code: options.mode as c_int,
+        model: model.as_ptr(),
+        mlperf_conf_text: mlperf_conf_text
+            .as_ref()
+            .map_or(std::ptr::null(), |c| c.as_ptr()),
+        user_conf: user_conf.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
+        audit_conf: audit.as_ptr(),
+        outdir: outdir.as_ptr(),
+        enable_trace: c_int::from(options.enable_trace),
+    };
+    let mut err = vec![0 as c_char; 1024];
+    // SAFETY: every pointer lives until the call returns; `ctx` is used only
+    // through the callbacks during the call.
+    let rc = unsafe { netdiv_official_run(&callbacks, &run_options, err.as_mut_ptr(), err.len()) };
+    if rc != 0 {
+        // SAFETY: the C++ side NUL-terminates what it writes.
+        let reason = unsafe { std::ffi::CStr::from_ptr(err.as_ptr()) };
+        anyhow::bail!("{}", reason.to_string_lossy());
+    }
+    let issued = ctx
+        .issued
+        .take()
+        .map(|m| m.into_inner().unwrap_or_default())
+        .unwrap_or_default();
+    Ok(issued)
+}
+
+/// Where the official LoadGen looks for an audit config by default.
+pub fn default_audit_conf() -> PathBuf {
+    PathBuf::from("audit.config")
+}

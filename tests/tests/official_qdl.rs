@@ -1,0 +1,171 @@
+//! The QDL under the official MLPerf LoadGen (`loadgen-node run --loadgen
+//! official`, built with `--features official` from the pinned PyPI sdist)
+//! against our engine: the same benchmark — two local sut-nodes, the same
+//! flags, config files and seeds — run once under each. Both must generate
+//! the same loaded sets, query counts, durations and issued samples, both
+//! must be VALID with throughput within 5 %, and the official run's
+//! sut_name must be the live "Network SUT [...]" of every node.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{ensure, Context, Result};
+use netdiv_tests::network_run::{loadgen_with, Cluster, LoadgenRun};
+use netdiv_tests::{detail_value, parse_issued, summary_value, unique_temp_dir, write_file};
+
+/// 2 ms per batch plus 0.5 ms per sample: backend-bound, so both engines
+/// see the same throughput.
+const NODE_CONFIG: &str = "benchmark = \"resnet50\"\n\
+    [synthetic]\nbatch_cost_us = 2000\nsample_cost_us = 500\n\
+    [batching]\nmax_batch_size = 16\n";
+
+const USER_CONF: &str = "*.*.min_duration = 1000\n\
+    *.SingleStream.target_latency = 2\n\
+    *.SingleStream.min_query_count = 100\n\
+    *.Server.target_qps = 600\n\
+    *.Server.target_latency = 100\n\
+    *.Server.min_query_count = 500\n\
+    *.Offline.target_qps = 4000\n\
+    *.Offline.min_query_count = 1\n";
+
+fn run_engine(
+    program: &Path,
+    dir: &Path,
+    engine: &str,
+    scenario: &str,
+    cluster: &Cluster,
+) -> Result<LoadgenRun> {
+    let run_dir = dir.join(engine);
+    std::fs::create_dir_all(&run_dir)?;
+    let conf = write_file(dir, "user.conf", USER_CONF)?;
+    let mut flags: Vec<String> = [
+        "--loadgen",
+        engine,
+        "--scenario",
+        scenario,
+        "--model",
+        "e2e",
+        "--benchmark",
+        "resnet50",
+        "--sample-shape",
+        "3,32,32",
+        "--total-sample-count",
+        "2048",
+        "--performance-sample-count",
+        "512",
+        "--user-conf",
+        conf.to_str().context("utf-8 path")?,
+        "--record-issued",
+        "issued.txt",
+        "--progress",
+        "never",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    flags.extend(cluster.loadgen_flags());
+    let run = loadgen_with(program, &run_dir, &flags, Duration::from_secs(120))?;
+    run.expect_success()?;
+    Ok(run)
+}
+
+/// The summary's throughput figure for a scenario.
+fn throughput(summary: &str, scenario: &str) -> Result<f64> {
+    let label = match scenario {
+        "Offline" => "Samples per second",
+        "Server" => "Completed samples per second",
+        _ => "QPS w/o loadgen overhead",
+    };
+    summary_value(summary, label)
+        .with_context(|| format!("no {label:?} in:\n{summary}"))?
+        .parse()
+        .context("not a number")
+}
+
+fn compare(scenario: &str) -> Result<()> {
+    let program = netdiv_tests::loadgen_node_official_bin()?;
+    let dir = unique_temp_dir(&format!("official-qdl-{scenario}"))?;
+    let cluster = Cluster::start(&dir, "grpc", &["bridge-a", "bridge-b"], NODE_CONFIG, &[])?;
+    let official = run_engine(&program, &dir, "official", scenario, &cluster)?;
+    let ours = run_engine(&program, &dir, "netdiv", scenario, &cluster)?;
+    let (od, nd) = (official.detail()?, ours.detail()?);
+
+    let version = |d: &[(String, serde_json::Value)]| {
+        detail_value(d, "loadgen_version")
+            .map(|v| v.to_string())
+            .unwrap_or_default()
+    };
+    ensure!(
+        !version(&od).contains("netdiv") && version(&nd).contains("not the official"),
+        "each log must name its engine: official {}, ours {}",
+        version(&od),
+        version(&nd)
+    );
+    for key in [
+        "loaded_qsl_set",
+        "generated_query_count",
+        "generated_query_duration",
+    ] {
+        ensure!(
+            detail_value(&od, key).is_some() && detail_value(&od, key) == detail_value(&nd, key),
+            "{scenario}: {key} differs: official {:?}, netdiv {:?}",
+            detail_value(&od, key),
+            detail_value(&nd, key)
+        );
+    }
+    let issued = |run: &LoadgenRun| -> Result<Vec<u64>> {
+        parse_issued(&std::fs::read_to_string(
+            run.logs.parent().unwrap().join("issued.txt"),
+        )?)
+    };
+    let (oi, ni) = (issued(&official)?, issued(&ours)?);
+    // SingleStream issues until its minimum duration and count are met, so
+    // how many depends on latency; what is issued must be the same sequence.
+    let common = oi.len().min(ni.len());
+    ensure!(
+        common > 0 && oi[..common] == ni[..common],
+        "{scenario}: issued sequences differ in their first {common} samples"
+    );
+    ensure!(
+        scenario == "SingleStream" || oi.len() == ni.len(),
+        "{scenario}: {} samples issued by the official LoadGen, {} by netdiv",
+        oi.len(),
+        ni.len()
+    );
+
+    let (os, ns) = (official.summary()?, ours.summary()?);
+    for (engine, summary) in [("official", &os), ("netdiv", &ns)] {
+        ensure!(
+            summary.contains("Result is : VALID"),
+            "{scenario} under {engine}:\n{summary}"
+        );
+    }
+    let (ot, nt) = (throughput(&os, scenario)?, throughput(&ns, scenario)?);
+    ensure!(
+        (ot - nt).abs() / ot.max(nt) <= 0.05,
+        "{scenario}: throughput {ot} (official) vs {nt} (netdiv) differ by more than 5 %"
+    );
+    let name = detail_value(&od, "sut_name")
+        .and_then(|v| v.as_str())
+        .context("no sut_name in the official log")?;
+    ensure!(
+        name.contains("Network SUT") && name.contains("bridge-a") && name.contains("bridge-b"),
+        "official sut_name {name:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn offline_matches_under_both_engines() -> Result<()> {
+    compare("Offline")
+}
+
+#[test]
+fn server_matches_under_both_engines() -> Result<()> {
+    compare("Server")
+}
+
+#[test]
+fn single_stream_matches_under_both_engines() -> Result<()> {
+    compare("SingleStream")
+}
