@@ -431,3 +431,44 @@ fn npy_folder_samples_reach_the_nodes_unchanged() -> Result<()> {
     }
     Ok(())
 }
+
+/// Nodes that require a client certificate (mTLS) serve a QDL that
+/// presents one, and refuse one that does not.
+#[test]
+fn mutual_tls_nodes_serve_only_a_qdl_with_a_client_certificate() -> Result<()> {
+    let dir = unique_temp_dir("network-mtls")?;
+    let cluster = Cluster::start(
+        &dir,
+        "quic",
+        &["mtls-1", "mtls-2"],
+        NODE_CONFIG,
+        &["--require-client-cert"],
+    )?;
+    let with_cert = dir.join("with-cert");
+    std::fs::create_dir_all(&with_cert)?;
+    let flags = run_flags(&with_cert, &cluster, "SingleStream", &[])?;
+    let run = loadgen(&with_cert, &flags, Duration::from_secs(60))?;
+    check_run(&run, &with_cert, &cluster, "SingleStream")?;
+
+    let without = dir.join("without-cert");
+    std::fs::create_dir_all(&without)?;
+    let certs = cluster
+        .certs
+        .as_ref()
+        .context("QUIC nodes have certificates")?;
+    let mut flags: Vec<String> = run_flags(&without, &cluster, "SingleStream", &[])?
+        .into_iter()
+        .filter(|f| f != "--dev-tls" && Path::new(f) != certs.as_path())
+        .collect();
+    flags.extend([
+        "--tls-ca".into(),
+        certs.join("ca.pem").display().to_string(),
+    ]);
+    let run = loadgen(&without, &flags, Duration::from_secs(60))?;
+    ensure!(
+        !run.status.success(),
+        "a QDL without a client certificate was served"
+    );
+    ensure!(run.stderr.contains("node quic://"), "{}", run.stderr);
+    Ok(())
+}
