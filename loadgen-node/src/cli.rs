@@ -176,6 +176,10 @@ pub struct NetworkArgs {
     /// nodes evenly loaded to the end of an Offline run.
     #[arg(long, value_name = "N", default_value_t = 16)]
     pub max_piece_samples: usize,
+    /// Seconds a node may hold samples without completing any before it is
+    /// treated as failed and its samples go to the others (0: never).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    pub node_timeout: f64,
     /// Threads for network I/O.
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub io_threads: usize,

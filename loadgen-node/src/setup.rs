@@ -175,6 +175,14 @@ pub fn qdl_config(
     config.window.samples = n.window;
     config.max_piece_samples = n.max_piece_samples;
     config.io_threads = n.io_threads;
+    if !(n.node_timeout >= 0.0 && n.node_timeout.is_finite()) {
+        bail!(
+            "--node-timeout {} is not a number of seconds",
+            n.node_timeout
+        );
+    }
+    config.node_timeout =
+        (n.node_timeout > 0.0).then(|| std::time::Duration::from_secs_f64(n.node_timeout));
     Ok(config)
 }
 

@@ -38,6 +38,9 @@ pub struct QdlConfig {
     pub benchmark: String,
     /// Threads for network I/O and response decoding.
     pub io_threads: usize,
+    /// A node holding samples that completes none for this long is treated
+    /// as failed (its samples go to the others); `None` waits forever.
+    pub node_timeout: Option<Duration>,
 }
 
 impl QdlConfig {
@@ -54,6 +57,7 @@ impl QdlConfig {
             max_piece_bytes: 4 << 20,
             benchmark: benchmark.into(),
             io_threads: 2,
+            node_timeout: Some(Duration::from_secs(60)),
         }
     }
 }
@@ -177,6 +181,9 @@ impl NetworkSut {
                     reason: e,
                 })?;
         }
+        if let Some(timeout) = config.node_timeout {
+            runtime.spawn(watchdog(Arc::downgrade(&shared), timeout));
+        }
         Ok(NetworkSut {
             shared,
             infos: checked,
@@ -248,6 +255,44 @@ impl Drop for NetworkSut {
                 tokio::time::timeout(Duration::from_secs(2), closing).await
             });
             runtime.shutdown_timeout(Duration::from_secs(1));
+        }
+    }
+}
+
+/// Fails nodes that hold samples but complete none for `timeout`: a node
+/// that keeps its connection (and answers keep-alives) but whose backend
+/// is stuck would otherwise stall the run forever.
+async fn watchdog(shared: std::sync::Weak<Shared>, timeout: Duration) {
+    let tick = (timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    // Per node: completions last seen, and since when nothing changed.
+    let mut seen: Vec<(u64, std::time::Instant)> = Vec::new();
+    loop {
+        tokio::time::sleep(tick).await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        seen.resize(shared.links.len(), (0, now));
+        let mut stuck = Vec::new();
+        {
+            let pool = shared.lock_pool();
+            for (node, (last, since)) in seen.iter_mut().enumerate() {
+                let Some((in_flight, completed)) = pool.progress(node) else {
+                    continue;
+                };
+                if in_flight == 0 || completed != *last {
+                    // Idle, or progressing: the clock starts again.
+                    (*last, *since) = (completed, now);
+                } else if now - *since >= timeout {
+                    stuck.push(node);
+                }
+            }
+        }
+        for node in stuck {
+            shared.failed(
+                node,
+                format!("it completed nothing for {timeout:?} while holding samples"),
+            );
         }
     }
 }

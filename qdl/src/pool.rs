@@ -55,6 +55,8 @@ struct Outstanding<T> {
 
 struct NodeSlot<T> {
     failure: Option<String>,
+    /// Completions counted from this node, for progress checks.
+    completed: u64,
     in_flight: u64,
     in_flight_bytes: u64,
     outstanding: HashMap<u64, Outstanding<T>>,
@@ -87,6 +89,7 @@ impl<T: Clone> Pool<T> {
             nodes: (0..node_count)
                 .map(|_| NodeSlot {
                     failure: None,
+                    completed: 0,
                     in_flight: 0,
                     in_flight_bytes: 0,
                     outstanding: HashMap::new(),
@@ -121,6 +124,7 @@ impl<T: Clone> Pool<T> {
             .iter()
             .map(|id| {
                 slot.outstanding.remove(id).map(|o| {
+                    slot.completed += 1;
                     slot.in_flight -= 1;
                     slot.in_flight_bytes -= o.sample.bytes;
                     o.tag
@@ -182,6 +186,13 @@ impl<T: Clone> Pool<T> {
     /// Whether `node` still takes work.
     pub fn is_healthy(&self, node: usize) -> bool {
         self.nodes[node].failure.is_none()
+    }
+
+    /// A healthy node's samples in flight and completions so far, for a
+    /// watchdog to tell a busy node from a stuck one; `None` once failed.
+    pub fn progress(&self, node: usize) -> Option<(u64, u64)> {
+        let n = &self.nodes[node];
+        n.failure.is_none().then_some((n.in_flight, n.completed))
     }
 
     /// Samples sent and not yet completed, on all nodes.
@@ -331,6 +342,14 @@ mod tests {
         assert_eq!(p.complete(other, &[0]).0, vec![None]);
         assert_eq!(p.complete(node, &[0, 0, 1]).0, vec![Some(0), None, Some(0)]);
         assert_eq!(p.in_flight(), 1);
+        assert_eq!(
+            p.progress(node),
+            Some((1, 2)),
+            "one in flight, two completed"
+        );
+        assert_eq!(p.progress(other), Some((0, 0)));
+        p.fail(node, "gone").unwrap();
+        assert_eq!(p.progress(node), None);
     }
 
     #[test]

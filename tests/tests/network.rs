@@ -472,3 +472,30 @@ fn mutual_tls_nodes_serve_only_a_qdl_with_a_client_certificate() -> Result<()> {
     ensure!(run.stderr.contains("node quic://"), "{}", run.stderr);
     Ok(())
 }
+
+/// A node that stays connected but never completes a sample (its backend
+/// is stuck) is treated as failed after --node-timeout, and its samples
+/// are completed by the other node, each exactly once.
+#[test]
+fn a_stuck_node_times_out_and_its_samples_move() -> Result<()> {
+    let dir = unique_temp_dir("network-stuck")?;
+    let healthy = Cluster::start(&dir.join("healthy"), "grpc", &["ok-1"], NODE_CONFIG, &[])?;
+    // One batch takes 10 minutes: connected, answering pings, never done.
+    let stuck_config = NODE_CONFIG.replace("batch_cost_us = 500", "batch_cost_us = 600000000");
+    let stuck = Cluster::start(&dir.join("stuck"), "grpc", &["stuck-1"], &stuck_config, &[])?;
+    let mut flags = run_flags(&dir, &healthy, "Offline", &["--node-timeout", "1"])?;
+    flags.extend(stuck.loadgen_flags());
+    let run = loadgen(&dir, &flags, Duration::from_secs(60))?;
+    run.expect_success()?;
+    ensure!(
+        run.stderr.contains("completed nothing for 1s"),
+        "the stuck node was not timed out:\n{}",
+        run.stderr
+    );
+    let summary = run.summary()?;
+    ensure!(
+        summary.contains("No errors encountered during test."),
+        "{summary}"
+    );
+    check_responses(&run, &dir)
+}
