@@ -25,6 +25,19 @@ pub enum Command {
     /// or --sut, runs the embedded default: two local sut-nodes on
     /// loopback, a short Offline and Server test through the QDL.
     Run(Box<RunArgs>),
+    /// Write the Network-division fields of the system description (JSON)
+    /// from this node's NICs and each sut-node's Info; fields only a
+    /// person can know are marked "TODO: fill in".
+    Sysdesc(Box<SysdescArgs>),
+}
+
+#[derive(Debug, Args)]
+pub struct SysdescArgs {
+    #[command(flatten)]
+    pub network: NetworkArgs,
+    /// Write the JSON to FILE instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 /// Which in-process system under test to drive.

@@ -14,7 +14,8 @@
 //! sut-node's backend in this process, [`local_sut`]) or the QDL of the
 //! `qdl` crate over the network ([`network_sut`]), with a live
 //! [`progress`] line on long runs. With the `official` feature, `official`
-//! runs the same QDL and sample store under the official C++ LoadGen.
+//! runs the same QDL and sample store under the official C++ LoadGen;
+//! [`sysdesc`] writes the Network-division system-description fields.
 
 pub mod completion;
 pub mod early_stopping;
@@ -32,3 +33,4 @@ pub mod rng;
 pub mod run;
 pub mod settings;
 pub mod sut;
+pub mod sysdesc;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
-use cli::{Cli, Command, Engine, RunArgs, SutKind};
+use cli::{Cli, Command, Engine, RunArgs, SutKind, SysdescArgs};
 use loadgen_node::logs::LogSettings;
 use loadgen_node::network_sut::QdlSut;
 use loadgen_node::null_sut::{NullSut, SyntheticQsl};
@@ -25,6 +25,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run(&args),
+        Command::Sysdesc(args) => sysdesc(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -52,6 +53,58 @@ fn run(args: &RunArgs) -> Result<()> {
             run_network(args, scenario, nodes, None, &args.output)
         }
     }
+}
+
+/// `sysdesc`: connects to every node and writes the Network-division
+/// fields of the system description.
+fn sysdesc(args: &SysdescArgs) -> Result<()> {
+    use qdl::samples::{DType, SampleSource, SampleStore};
+    let nodes = args.network.sut_node.clone();
+    if nodes.is_empty() {
+        bail!("sysdesc needs the nodes: --sut-node URL (repeat for each)");
+    }
+    let transports: Vec<&str> = nodes
+        .iter()
+        .map(|u| match u.transport {
+            qdl::node_url::Transport::Grpc => "grpc",
+            qdl::node_url::Transport::Quic => "quic",
+        })
+        .collect();
+    // Any benchmark: the description covers the fabric, not a model.
+    let config = setup::qdl_config(&args.network, nodes, "")?;
+    let store = Arc::new(SampleStore::new(
+        SampleSource::Synthetic {
+            shape: vec![1],
+            dtype: DType::I32,
+            seed: 0,
+        },
+        netdiv_proto::codec::Codec::None,
+        1,
+    ));
+    let network = qdl::NetworkSut::connect(config, store)?;
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let software = format!(
+        "netdiv loadgen-node {} (QDL: tonic gRPC, quinn QUIC), Linux {}",
+        env!("CARGO_PKG_VERSION"),
+        kernel.trim()
+    );
+    let local = sut_node::nic::interfaces();
+    let (fields, todo) = loadgen_node::sysdesc::describe(&loadgen_node::sysdesc::Inputs {
+        local_nics: &local,
+        nodes: network.node_infos(),
+        transports: &transports,
+        software: &software,
+    });
+    let text = serde_json::to_string_pretty(&fields)? + "\n";
+    match &args.output {
+        Some(path) => std::fs::write(path, text)
+            .with_context(|| format!("cannot write {}", path.display()))?,
+        None => print!("{text}"),
+    }
+    if !todo.is_empty() {
+        eprintln!("loadgen-node: fill in by hand: {}", todo.join(", "));
+    }
+    Ok(())
 }
 
 /// `--sut null`: the engine alone, or the sut-node backend in-process.
@@ -82,7 +135,7 @@ fn run_network(
 ) -> Result<()> {
     let (qsl, benchmark) = setup::qsl(args)?;
     let settings = setup::settings(args, scenario, embedded_conf)?;
-    let config = setup::qdl_config(args, nodes, &benchmark)?;
+    let config = setup::qdl_config(&args.network, nodes, &benchmark)?;
     let network = qdl::NetworkSut::connect(config, qsl.store.clone())?;
     for (url, info) in network.node_urls().iter().zip(network.node_infos()) {
         eprintln!(

@@ -148,11 +148,10 @@ pub fn qsl(args: &RunArgs) -> Result<(StoreQsl, String)> {
 
 /// The QDL's configuration from the network flags.
 pub fn qdl_config(
-    args: &RunArgs,
+    n: &crate::cli::NetworkArgs,
     nodes: Vec<qdl::node_url::NodeUrl>,
     benchmark: &str,
 ) -> Result<qdl::QdlConfig> {
-    let n = &args.network;
     let tls = match (&n.dev_tls, &n.tls_ca) {
         (Some(dir), _) => Some(qdl::tls::ClientTls::dev(dir)),
         (None, Some(ca)) => Some(qdl::tls::ClientTls {

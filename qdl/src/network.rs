@@ -34,7 +34,8 @@ pub struct QdlConfig {
     /// Largest piece of a query sent as one message.
     pub max_piece_samples: usize,
     pub max_piece_bytes: u64,
-    /// The benchmark being run: every node must serve the same one.
+    /// The benchmark being run: every node must serve the same one (empty:
+    /// any, for tools that only describe the nodes).
     pub benchmark: String,
     /// Threads for network I/O and response decoding.
     pub io_threads: usize,
@@ -312,7 +313,8 @@ fn check_compatible(info: &pb::NodeInfo, benchmark: &str, codec: Codec) -> Resul
             .map(|d| d.name.to_string())
             .unwrap_or_else(|_| b.to_string())
     };
-    if canonical(&info.benchmark) != canonical(benchmark) {
+    // An empty benchmark accepts any (tools that describe the nodes).
+    if !benchmark.is_empty() && canonical(&info.benchmark) != canonical(benchmark) {
         return Err(format!(
             "serves benchmark {:?}, but this run is {benchmark:?} (start it with --benchmark {benchmark})",
             info.benchmark

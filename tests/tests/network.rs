@@ -499,3 +499,57 @@ fn a_stuck_node_times_out_and_its_samples_move() -> Result<()> {
     );
     check_responses(&run, &dir)
 }
+
+/// `loadgen-node sysdesc` writes every Network-division field, from the
+/// nodes' Info over the network, and marks what a person must fill in.
+#[test]
+fn sysdesc_describes_the_nodes_and_marks_the_rest() -> Result<()> {
+    let dir = unique_temp_dir("network-sysdesc")?;
+    let cluster = Cluster::start(&dir, "grpc", &["desc-a", "desc-b"], NODE_CONFIG, &[])?;
+    let out = dir.join("sysdesc.json");
+    let run = std::process::Command::new(netdiv_tests::loadgen_node_bin()?)
+        .arg("sysdesc")
+        .args(cluster.loadgen_flags())
+        .arg("--output")
+        .arg(&out)
+        .output()?;
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    ensure!(run.status.success(), "{stderr}");
+    let fields: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out)?)?;
+    for key in [
+        "is_network",
+        "network_type",
+        "network_media",
+        "network_rate",
+        "nic_loadgen",
+        "number_nic_loadgen",
+        "net_software_stack_loadgen",
+        "network_protocol",
+        "number_connections",
+        "nic_sut",
+        "number_nic_sut",
+        "net_software_stack_sut",
+        "network_topology",
+    ] {
+        ensure!(fields.get(key).is_some(), "{key} missing: {fields}");
+    }
+    ensure!(
+        fields["is_network"] == true && fields["number_connections"] == 2,
+        "{fields}"
+    );
+    ensure!(
+        fields["network_protocol"]
+            .as_str()
+            .unwrap_or("")
+            .contains("gRPC"),
+        "{fields}"
+    );
+    let stacks = fields["net_software_stack_sut"].as_str().unwrap_or("");
+    ensure!(
+        stacks.contains("desc-a") && stacks.contains("desc-b"),
+        "{fields}"
+    );
+    ensure!(fields["network_topology"] == "TODO: fill in", "{fields}");
+    ensure!(stderr.contains("fill in by hand: network_type"), "{stderr}");
+    Ok(())
+}

@@ -1,0 +1,155 @@
+//! The Network-division fields of the system description JSON, filled
+//! from what this node can read: its own NICs (/sys), each sut-node's Info
+//! RPC and the transport in use. What only a person can know (the fabric's
+//! media and topology) is marked for them to fill in.
+
+use netdiv_proto::pb;
+use serde_json::{json, Map, Value};
+
+/// The marker for fields a person must complete.
+pub const FILL_IN: &str = "TODO: fill in";
+
+/// What the description is built from.
+pub struct Inputs<'a> {
+    /// This LoadGen node's interfaces (loopback excluded).
+    pub local_nics: &'a [pb::Nic],
+    /// Each node's Info, in node order.
+    pub nodes: &'a [pb::NodeInfo],
+    /// "grpc" or "quic", per node.
+    pub transports: &'a [&'a str],
+    /// This program's version and the OS it runs on.
+    pub software: &'a str,
+}
+
+/// An interface as "name (speed, MTU)".
+fn nic_text(nic: &pb::Nic) -> String {
+    let speed = match nic.speed_mbps {
+        0 => "speed unknown".to_string(),
+        s if s % 1000 == 0 => format!("{} Gb/s", s / 1000),
+        s => format!("{s} Mb/s"),
+    };
+    format!("{} ({speed}, MTU {})", nic.name, nic.mtu)
+}
+
+/// Interfaces that are up (or whose state is unknown).
+fn up(nics: &[pb::Nic]) -> Vec<&pb::Nic> {
+    nics.iter()
+        .filter(|n| n.state == "up" || n.state == "unknown")
+        .collect()
+}
+
+fn protocol(transport: &str) -> &'static str {
+    match transport {
+        "quic" => "netdiv.v1 over QUIC (RFC 9000, TLS 1.3) over UDP over IP",
+        _ => "netdiv.v1 over gRPC over HTTP/2 over TCP over IP",
+    }
+}
+
+/// The fields (a JSON object) and the
+/// names of those a person must fill in.
+pub fn describe(inputs: &Inputs<'_>) -> (Value, Vec<&'static str>) {
+    let local = up(inputs.local_nics);
+    let rate = local
+        .iter()
+        .map(|n| n.speed_mbps)
+        .max()
+        .filter(|&s| s > 0)
+        .map(|s| format!("{} Gb/s", s as f64 / 1000.0));
+    let mut protocols: Vec<&str> = inputs.transports.iter().map(|t| protocol(t)).collect();
+    protocols.dedup();
+    let sut_nics: Vec<String> = inputs
+        .nodes
+        .iter()
+        .flat_map(|n| {
+            up(&n.nics)
+                .into_iter()
+                .map(move |nic| format!("{}: {}", n.name, nic_text(nic)))
+        })
+        .collect();
+    let sut_stacks: Vec<String> = inputs
+        .nodes
+        .iter()
+        .map(|n| {
+            format!(
+                "{}: netdiv sut-node {} on {}",
+                n.name, n.software_version, n.os
+            )
+        })
+        .collect();
+    let mut fields = Map::new();
+    let mut todo = Vec::new();
+    let mut put = |key: &'static str, value: Option<Value>| {
+        if value.is_none() {
+            todo.push(key);
+        }
+        fields.insert(key.into(), value.unwrap_or_else(|| FILL_IN.into()));
+    };
+    put("is_network", Some(json!(true)));
+    // Layers 1-2: /sys names the links, not the fabric's technology.
+    put("network_type", None);
+    put("network_media", None);
+    put("network_rate", rate.map(Value::from));
+    put(
+        "nic_loadgen",
+        Some(
+            local
+                .iter()
+                .map(|n| nic_text(n))
+                .collect::<Vec<_>>()
+                .join("; ")
+                .into(),
+        ),
+    );
+    put("number_nic_loadgen", Some(json!(local.len())));
+    put("net_software_stack_loadgen", Some(inputs.software.into()));
+    put("network_protocol", Some(protocols.join("; ").into()));
+    // One connection per node.
+    put("number_connections", Some(json!(inputs.nodes.len())));
+    put("nic_sut", Some(sut_nics.join("; ").into()));
+    put("number_nic_sut", Some(json!(sut_nics.len())));
+    put("net_software_stack_sut", Some(sut_stacks.join("; ").into()));
+    put("network_topology", None);
+    (Value::Object(fields), todo)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nic(name: &str, speed: u64, state: &str) -> pb::Nic {
+        pb::Nic {
+            name: name.into(),
+            speed_mbps: speed,
+            mtu: 9000,
+            mac: String::new(),
+            state: state.into(),
+        }
+    }
+
+    #[test]
+    fn fills_what_it_can_read_and_marks_the_rest() {
+        let local = [nic("eth0", 100_000, "up"), nic("eth1", 1000, "down")];
+        let node = pb::NodeInfo {
+            name: "node-a".into(),
+            software_version: "0.1.0".into(),
+            os: "Linux 6.1".into(),
+            nics: vec![nic("ens1", 200_000, "up")],
+            ..Default::default()
+        };
+        let (v, todo) = describe(&Inputs {
+            local_nics: &local,
+            nodes: &[node],
+            transports: &["quic"],
+            software: "netdiv loadgen-node 0.1.0",
+        });
+        assert_eq!(v["is_network"], true);
+        assert_eq!(v["network_rate"], "100 Gb/s");
+        assert_eq!(v["nic_loadgen"], "eth0 (100 Gb/s, MTU 9000)");
+        assert_eq!(v["number_nic_loadgen"], 1);
+        assert_eq!(v["nic_sut"], "node-a: ens1 (200 Gb/s, MTU 9000)");
+        assert_eq!(v["number_connections"], 1);
+        assert!(v["network_protocol"].as_str().unwrap().contains("QUIC"));
+        assert_eq!(v["network_topology"], FILL_IN);
+        assert_eq!(todo, ["network_type", "network_media", "network_topology"]);
+    }
+}
