@@ -5,8 +5,8 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use netdiv_proto::codec;
 use netdiv_proto::pb;
+use netdiv_proto::sample::completion_output;
 use qdl::samples::SampleStore;
 use sut_node::node::{Node, ReplyTo};
 use tokio::sync::mpsc;
@@ -76,21 +76,15 @@ fn complete_batch(completer: &Completer, batch: Vec<pb::Completion>) {
             completer.abort(format!("sample {}: {}", c.response_id, c.error));
             return;
         }
-        let data = match codec::Codec::from_wire(c.codec) {
-            Some(codec::Codec::None) => c.data.to_vec(),
-            Some(codec) => match codec::decode(codec, &c.data, c.decoded_size, u64::MAX) {
-                Ok(d) => d,
-                Err(e) => {
-                    completer.abort(format!("sample {}: {e}", c.response_id));
-                    return;
-                }
-            },
-            None => {
-                completer.abort(format!("sample {}: unknown codec", c.response_id));
+        let id = c.response_id;
+        let data = match completion_output(c, u64::MAX) {
+            Ok(d) => d,
+            Err(e) => {
+                completer.abort(format!("sample {id}: {e}"));
                 return;
             }
         };
-        outputs.push((c.response_id, data));
+        outputs.push((id, data));
     }
     let responses: Vec<QuerySampleResponse<'_>> = outputs
         .iter()

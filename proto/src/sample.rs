@@ -103,6 +103,18 @@ pub fn completion(response_id: u64, output: &[u8], codec: Codec) -> pb::Completi
     }
 }
 
+/// The decoded output of a completion without an error, at most `limit`
+/// bytes. Decoding is timed work of whoever receives it (the QDL).
+pub fn completion_output(c: pb::Completion, limit: u64) -> Result<Bytes, String> {
+    match Codec::from_wire(c.codec) {
+        Some(Codec::None) => Ok(c.data),
+        Some(codec) => codec::decode(codec, &c.data, c.decoded_size, limit)
+            .map(Bytes::from)
+            .map_err(|e| e.to_string()),
+        None => Err(format!("unknown response codec value {}", c.codec)),
+    }
+}
+
 /// A completion that reports a per-sample failure.
 pub fn failed_completion(response_id: u64, error: impl Into<String>) -> pb::Completion {
     pb::Completion {
@@ -142,6 +154,21 @@ mod tests {
         let packed = codec::encode(Codec::Lz4, &raw);
         let s = accept_sample(wire(1, packed, 1000), &[Codec::None, Codec::Lz4], 4096).unwrap();
         assert_eq!(&s.data[..], &raw[..]);
+    }
+
+    #[test]
+    fn completion_outputs_decode_or_say_why_not() {
+        let out = vec![7u8; 500];
+        let c = completion(3, &out, Codec::Lz4);
+        assert_eq!(&completion_output(c.clone(), 1000).unwrap()[..], &out[..]);
+        assert!(completion_output(c.clone(), 10)
+            .unwrap_err()
+            .contains("exceeds"));
+        let unknown = pb::Completion { codec: 9, ..c };
+        assert_eq!(
+            completion_output(unknown, 1000).unwrap_err(),
+            "unknown response codec value 9"
+        );
     }
 
     #[test]

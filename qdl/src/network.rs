@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use bytes::Bytes;
-use netdiv_proto::codec::{self, Codec};
+use netdiv_proto::codec::Codec;
 use netdiv_proto::pb;
+use netdiv_proto::sample::completion_output;
 
 use crate::dispatch::{self, DispatchPolicy};
 use crate::link::{Link, LinkEvents};
@@ -329,22 +329,6 @@ fn check_compatible(info: &pb::NodeInfo, benchmark: &str, codec: Codec) -> Resul
     Ok(())
 }
 
-/// Decodes a completion's output (timed work of the QDL).
-fn decode_output(c: pb::Completion) -> Result<Bytes, String> {
-    match Codec::from_wire(c.codec) {
-        Some(Codec::None) => Ok(c.data),
-        Some(codec) => codec::decode(
-            codec,
-            &c.data,
-            c.decoded_size,
-            crate::link::MAX_MESSAGE as u64,
-        )
-        .map(Bytes::from)
-        .map_err(|e| e.to_string()),
-        None => Err(format!("unknown response codec value {}", c.codec)),
-    }
-}
-
 impl Shared {
     fn lock_pool(&self) -> MutexGuard<'_, Pool<Sink>> {
         // The pool's invariants hold between calls; a panic elsewhere
@@ -497,7 +481,7 @@ impl LinkEvents for Shared {
                 }
                 continue;
             }
-            match decode_output(c) {
+            match completion_output(c, crate::link::MAX_MESSAGE as u64) {
                 Ok(data) => {
                     ids.push(id);
                     outputs.push(data);
