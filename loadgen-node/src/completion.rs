@@ -361,7 +361,7 @@ mod tests {
         let t = Arc::new(SampleTable::new(
             100,
             Instant::now(),
-            std::iter::repeat(spq).take(queries),
+            std::iter::repeat_n(spq, queries),
             spq,
             queries * spq,
             keep,

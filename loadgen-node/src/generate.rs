@@ -228,9 +228,9 @@ pub fn generate_queries(
     // Equal issue picks samples in every pass but pads only performance.
     let equal_issue_on = settings.sample_concatenate_permutation;
     if equal_issue_on && !accuracy {
-        if scenario == Scenario::Offline && spq % loaded.len() != 0 {
+        if scenario == Scenario::Offline && !spq.is_multiple_of(loaded.len()) {
             spq += loaded.len() - spq % loaded.len();
-        } else if scenario != Scenario::Offline && min_queries % loaded.len() != 0 {
+        } else if scenario != Scenario::Offline && !min_queries.is_multiple_of(loaded.len()) {
             min_queries += loaded.len() - min_queries % loaded.len();
         }
     }

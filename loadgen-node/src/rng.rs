@@ -141,7 +141,7 @@ impl StdRng {
         }
         if GEN_RANGE / n >= n {
             let mut i = 1usize;
-            if n % 2 == 0 {
+            if n.is_multiple_of(2) {
                 let j = self.uniform_int(0, 1) as usize;
                 v.swap(i, j);
                 i += 1;
