@@ -29,6 +29,27 @@ pub enum Command {
     /// from this node's NICs and each sut-node's Info; fields only a
     /// person can know are marked "TODO: fill in".
     Sysdesc(Box<SysdescArgs>),
+    /// Score a classifier's accuracy log: each response is the top-1 class
+    /// (as a sut-node with `postprocess = "argmax"` sends it), compared
+    /// with the label of its sample.
+    Accuracy(AccuracyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AccuracyArgs {
+    /// mlperf_log_accuracy.json, or the output folder holding it.
+    #[arg(long, value_name = "PATH", default_value = "mlperf-logs")]
+    pub log: PathBuf,
+    /// Labels, one integer per line in sample order (the order of the
+    /// --data-dir files).
+    #[arg(long, value_name = "FILE")]
+    pub labels: PathBuf,
+    /// Element type of each response's class index.
+    #[arg(long, value_name = "DTYPE", default_value = "int64")]
+    pub class_dtype: DType,
+    /// Exit with failure when top-1 accuracy is below this fraction.
+    #[arg(long, value_name = "FRACTION")]
+    pub min_top1: Option<f64>,
 }
 
 #[derive(Debug, Args)]
@@ -47,6 +68,9 @@ pub enum SutKind {
     /// with any --synthetic-* flag runs the sut-node's synthetic backend
     /// and batcher here (the in-process side of the network tax).
     Null,
+    /// In this process: the backend and batcher a sut-node config file
+    /// (--node-config) describes, e.g. an ONNX model, without the network.
+    Local,
 }
 
 /// Which LoadGen runs the test.
@@ -122,6 +146,14 @@ pub struct RunArgs {
     pub network: NetworkArgs,
     #[command(flatten)]
     pub synthetic: SyntheticArgs,
+    /// A sut-node config file (backend, [onnx], [synthetic], [batching])
+    /// whose node runs in this process.
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "In-process node (--sut local)"
+    )]
+    pub node_config: Option<PathBuf>,
 }
 
 /// What the samples are.

@@ -15,7 +15,8 @@
 //! `qdl` crate over the network ([`network_sut`]), with a live
 //! [`progress`] line on long runs. With the `official` feature, `official`
 //! runs the same QDL and sample store under the official C++ LoadGen;
-//! [`sysdesc`] writes the Network-division system-description fields.
+//! [`sysdesc`] writes the Network-division system-description fields, and
+//! [`score`] scores a classifier's accuracy log against its labels.
 
 pub mod completion;
 pub mod early_stopping;
@@ -31,6 +32,7 @@ pub mod progress;
 pub mod results;
 pub mod rng;
 pub mod run;
+pub mod score;
 pub mod settings;
 pub mod sut;
 pub mod sysdesc;

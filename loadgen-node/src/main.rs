@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
-use cli::{Cli, Command, Engine, RunArgs, SutKind, SysdescArgs};
+use cli::{AccuracyArgs, Cli, Command, Engine, RunArgs, SutKind, SysdescArgs};
 use loadgen_node::logs::LogSettings;
 use loadgen_node::network_sut::QdlSut;
 use loadgen_node::null_sut::{NullSut, SyntheticQsl};
@@ -26,6 +26,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run(&args),
         Command::Sysdesc(args) => sysdesc(&args),
+        Command::Accuracy(args) => accuracy(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -48,6 +49,7 @@ fn run(args: &RunArgs) -> Result<()> {
     }
     match args.sut {
         Some(SutKind::Null) => run_in_process(args, scenario),
+        Some(SutKind::Local) => run_local_node(args, scenario),
         None => {
             let nodes = args.network.sut_node.clone();
             run_network(args, scenario, nodes, None, &args.output)
@@ -107,6 +109,26 @@ fn sysdesc(args: &SysdescArgs) -> Result<()> {
     Ok(())
 }
 
+/// `accuracy`: top-1 of a classifier's accuracy log.
+fn accuracy(args: &AccuracyArgs) -> Result<()> {
+    use loadgen_node::score::{read_labels, score_file};
+    let labels = read_labels(&args.labels)?;
+    let top1 = score_file(&args.log, &labels, args.class_dtype)?;
+    println!("{top1}");
+    if top1.repeats > 0 {
+        println!("({} repeated entries agreed with the first)", top1.repeats);
+    }
+    if let Some(min) = args.min_top1 {
+        if top1.accuracy() < min {
+            bail!(
+                "top-1 accuracy {:.5} is below --min-top1 {min}",
+                top1.accuracy()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// `--sut null`: the engine alone, or the sut-node backend in-process.
 fn run_in_process(args: &RunArgs, scenario: Scenario) -> Result<()> {
     if !args.synthetic.any() {
@@ -122,6 +144,26 @@ fn run_in_process(args: &RunArgs, scenario: Scenario) -> Result<()> {
     let settings = setup::settings(args, scenario, None)?;
     let counters = Arc::new(Counters::default());
     let sut = setup::local_node_sut(args, &benchmark, qsl.store.clone(), counters.clone());
+    run_test(args, &sut, &qsl, &settings, &args.output, Some(counters))
+}
+
+/// `--sut local`: a configured sut-node (backend and batcher) in-process.
+fn run_local_node(args: &RunArgs, scenario: Scenario) -> Result<()> {
+    let Some(path) = &args.node_config else {
+        bail!("--sut local needs --node-config FILE (a sut-node config file)");
+    };
+    let node_config = sut_node::config::FileConfig::load(path)?;
+    let (qsl, benchmark) = setup::qsl(args)?;
+    let settings = setup::settings(args, scenario, None)?;
+    let counters = Arc::new(Counters::default());
+    let sut = setup::configured_node_sut(
+        args,
+        &node_config,
+        &benchmark,
+        qsl.store.clone(),
+        counters.clone(),
+    )
+    .with_context(|| format!("node config {}", path.display()))?;
     run_test(args, &sut, &qsl, &settings, &args.output, Some(counters))
 }
 

@@ -185,6 +185,34 @@ pub fn qdl_config(
     Ok(config)
 }
 
+/// The node a sut-node config file describes, in this process.
+pub fn configured_node_sut(
+    args: &RunArgs,
+    file: &sut_node::config::FileConfig,
+    benchmark: &str,
+    store: Arc<SampleStore>,
+    counters: Arc<Counters>,
+) -> Result<LocalNodeSut> {
+    use sut_node::node::{Node, NodeSettings};
+    let backend = file.backend_config().build()?;
+    let node = Node::start(
+        NodeSettings {
+            name: args.sut_name.clone(),
+            benchmark: benchmark.to_string(),
+            response_codec: Codec::None,
+            max_sample_bytes: u64::MAX,
+            batching: file.batching,
+        },
+        backend,
+    );
+    Ok(LocalNodeSut::new(
+        args.sut_name.clone(),
+        node,
+        store,
+        counters,
+    ))
+}
+
 /// The sut-node's synthetic backend and batcher, in this process.
 pub fn local_node_sut(
     args: &RunArgs,

@@ -11,6 +11,7 @@
 //! at the edge with the checks in [`sample`].
 
 pub mod codec;
+pub mod dtype;
 pub mod framing;
 pub mod quic;
 pub mod sample;

@@ -8,7 +8,9 @@ use clap::{Parser, ValueEnum};
 use netdiv_proto::codec::Codec;
 use serde::Deserialize;
 
+use crate::backend::onnx::{relative_to, OnnxConfig, Provider};
 use crate::backend::synthetic::SyntheticConfig;
+use crate::backend::{BackendConfig, BackendKind};
 use crate::batcher::BatchPolicy;
 
 /// Which transports to serve.
@@ -18,12 +20,6 @@ pub enum Transport {
     Grpc,
     Quic,
     Both,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum BackendKind {
-    /// A cost model with a deterministic output (tests, benchmarks).
-    Synthetic,
 }
 
 /// netdiv sut-node: serves inference queries from the LoadGen node.
@@ -37,11 +33,27 @@ pub struct Cli {
     /// This node's name; unique among the nodes of a SUT.
     #[arg(long)]
     pub name: String,
-    #[arg(long, value_enum, default_value = "synthetic")]
-    pub backend: BackendKind,
+    /// What runs the model [default: the config file's `backend`, else
+    /// synthetic].
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendKind>,
+    /// ONNX model file (implies --backend onnx).
+    #[arg(long, value_name = "FILE")]
+    pub model: Option<PathBuf>,
+    /// The model input that samples feed [default: its only input].
+    #[arg(long, value_name = "NAME")]
+    pub input_name: Option<String>,
+    /// The ONNX Runtime shared library [default: $ORT_DYLIB_PATH, then
+    /// libonnxruntime.so on the loader's path].
+    #[arg(long, value_name = "FILE")]
+    pub onnxruntime_lib: Option<PathBuf>,
+    /// Where the ONNX model runs.
+    #[arg(long, value_enum)]
+    pub execution_provider: Option<Provider>,
     #[arg(long, value_enum)]
     pub transport: Option<Transport>,
-    /// TOML file with [synthetic], [batching] and other settings.
+    /// TOML file with backend, [synthetic], [onnx], [batching] and other
+    /// settings.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Benchmark whose codec rules apply (resnet50, bert, gptj, ...).
@@ -50,7 +62,8 @@ pub struct Cli {
     /// Codec of responses: none or lz4 (if the benchmark allows it).
     #[arg(long)]
     pub response_codec: Option<Codec>,
-    #[arg(long)]
+    /// Largest batch the backend runs (along the model's batch dimension).
+    #[arg(long, visible_alias = "max-batch", value_name = "N")]
     pub max_batch_size: Option<usize>,
     #[arg(long)]
     pub max_batch_wait_us: Option<u64>,
@@ -78,15 +91,36 @@ pub struct FileConfig {
     pub benchmark: Option<String>,
     pub response_codec: Option<String>,
     pub max_sample_bytes: Option<u64>,
+    pub backend: Option<BackendKind>,
     pub synthetic: SyntheticConfig,
+    pub onnx: OnnxConfig,
     pub batching: BatchPolicy,
 }
 
 impl FileConfig {
+    /// Reads a config file; paths in it are relative to its folder.
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read config file {}", path.display()))?;
-        toml::from_str(&text).with_context(|| format!("config file {}", path.display()))
+        let mut file: FileConfig =
+            toml::from_str(&text).with_context(|| format!("config file {}", path.display()))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        for p in [&mut file.onnx.model, &mut file.onnx.runtime_library]
+            .into_iter()
+            .flatten()
+        {
+            *p = relative_to(base, p);
+        }
+        Ok(file)
+    }
+
+    /// The backend this file configures.
+    pub fn backend_config(&self) -> BackendConfig {
+        BackendConfig {
+            kind: self.backend.unwrap_or_default(),
+            synthetic: self.synthetic.clone(),
+            onnx: self.onnx.clone(),
+        }
     }
 }
 
@@ -98,7 +132,7 @@ pub struct NodeConfig {
     pub benchmark: String,
     pub response_codec: Codec,
     pub max_sample_bytes: u64,
-    pub synthetic: SyntheticConfig,
+    pub backend: BackendConfig,
     pub batching: BatchPolicy,
 }
 
@@ -110,6 +144,7 @@ impl NodeConfig {
             .map(FileConfig::load)
             .transpose()?
             .unwrap_or_default();
+        let mut backend = file.backend_config();
         let benchmark = cli
             .benchmark
             .clone()
@@ -125,6 +160,25 @@ impl NodeConfig {
                 "response codec {} is not allowed for benchmark {benchmark}",
                 response_codec.name()
             );
+        }
+        if let Some(kind) = cli.backend {
+            backend.kind = kind;
+        }
+        if let Some(model) = &cli.model {
+            if cli.backend == Some(BackendKind::Synthetic) {
+                bail!("--model needs --backend onnx, not synthetic");
+            }
+            backend.kind = BackendKind::Onnx;
+            backend.onnx.model = Some(model.clone());
+        }
+        if let Some(name) = &cli.input_name {
+            backend.onnx.input_name = Some(name.clone());
+        }
+        if let Some(lib) = &cli.onnxruntime_lib {
+            backend.onnx.runtime_library = Some(lib.clone());
+        }
+        if let Some(provider) = cli.execution_provider {
+            backend.onnx.execution_provider = provider;
         }
         let mut batching = file.batching;
         if let Some(n) = cli.max_batch_size {
@@ -144,7 +198,7 @@ impl NodeConfig {
             benchmark,
             response_codec,
             max_sample_bytes: file.max_sample_bytes.unwrap_or(64 << 20),
-            synthetic: file.synthetic,
+            backend,
             batching,
             cli,
         })

@@ -6,8 +6,9 @@
 //! sends exactly one completion per sample back.
 //!
 //! It owns transports' servers ([`server`]), the node core ([`node`]),
-//! batching ([`batcher`]), backends ([`backend`]), TLS ([`tls`]) and what
-//! the node reports about itself ([`nic`]). It knows nothing of LoadGen
+//! batching ([`batcher`]), backends ([`backend`]), TLS ([`tls`]), what
+//! the node reports about itself ([`nic`]) and readiness for systemd
+//! ([`notify`]). It knows nothing of LoadGen
 //! internals: samples arrive as response ids and bytes.
 
 pub mod backend;
@@ -15,5 +16,6 @@ pub mod batcher;
 pub mod config;
 pub mod nic;
 pub mod node;
+pub mod notify;
 pub mod server;
 pub mod tls;

@@ -8,8 +8,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use netdiv_proto::pb::sut_node_server::SutNodeServer;
-use sut_node::backend::synthetic::SyntheticBackend;
-use sut_node::config::{BackendKind, Cli, NodeConfig, Transport};
+use sut_node::config::{Cli, NodeConfig, Transport};
 use sut_node::node::{Node, NodeSettings};
 use sut_node::server::{grpc::GrpcService, quic};
 use sut_node::tls::{dev_certificates, TlsFiles};
@@ -60,9 +59,7 @@ async fn run(cli: Cli) -> Result<()> {
         bail!("--client-ca needs --tls-cert and --tls-key");
     }
     let tls = tls_files(cli)?;
-    let backend = match cli.backend {
-        BackendKind::Synthetic => Arc::new(SyntheticBackend::new(config.synthetic.clone())),
-    };
+    let backend = config.backend.build()?;
     let node = Node::start(
         NodeSettings {
             name: cli.name.clone(),
@@ -166,8 +163,20 @@ async fn run(cli: Cli) -> Result<()> {
         node.info(Vec::new()).backend_detail
     );
     std::io::stdout().flush()?;
+    let status = format!(
+        "READY=1\nSTATUS=listening grpc={} quic={}",
+        show(grpc_addr),
+        show(quic_addr)
+    );
+    if let Err(e) = sut_node::notify::notify(&status) {
+        eprintln!(
+            "sut-node {}: cannot notify the service manager: {e}",
+            cli.name
+        );
+    }
 
     shutdown_signal().await;
+    let _ = sut_node::notify::notify("STOPPING=1\nSTATUS=draining in-flight samples");
     eprintln!(
         "sut-node {}: shutting down, draining in-flight samples",
         cli.name

@@ -116,6 +116,77 @@ pub fn sut_node_bin() -> Result<PathBuf> {
     .map_err(|e| anyhow!(e))
 }
 
+/// Runs `deploy/onnxruntime/fetch.sh ITEMS` once per item list and returns
+/// the paths it prints.
+fn fetch_onnx(items: &'static [&'static str]) -> Result<Vec<PathBuf>> {
+    let script = workspace_root().join("deploy/onnxruntime/fetch.sh");
+    let output = Command::new("bash")
+        .arg(&script)
+        .args(items)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {}", script.display()))?;
+    if !output.status.success() {
+        bail!(
+            "{} {} failed ({}):\n{}",
+            script.display(),
+            items.join(" "),
+            output.status,
+            tail(&String::from_utf8_lossy(&output.stderr), 20)
+        );
+    }
+    Ok(String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(PathBuf::from)
+        .collect())
+}
+
+/// ONNX Runtime's shared library and the ResNet-50-shaped graph, fetched
+/// from their PyPI wheels on first use.
+///
+/// `Ok(None)` means they could not be fetched (no PyPI) and the caller
+/// should skip, saying so; under CI (`CI` set) that is an error instead, so
+/// CI never passes an ONNX test it did not run. `NETDIV_ONNXRUNTIME_LIB`
+/// names a library to use instead of fetching one.
+pub fn onnxruntime_files() -> Result<Option<OnnxFiles>> {
+    static FILES: OnceLock<Result<OnnxFiles, String>> = OnceLock::new();
+    let fetched = FILES.get_or_init(|| {
+        let paths = fetch_onnx(&["runtime", "resnet50"]).map_err(|e| format!("{e:#}"))?;
+        let [library, resnet50] = &paths[..] else {
+            return Err(format!("fetch.sh printed {paths:?}, not two paths"));
+        };
+        let library = existing_file_from_env("NETDIV_ONNXRUNTIME_LIB")
+            .map_err(|e| format!("{e:#}"))?
+            .unwrap_or_else(|| library.clone());
+        Ok(OnnxFiles {
+            library,
+            resnet50: resnet50.clone(),
+        })
+    });
+    match fetched {
+        Ok(files) => Ok(Some(files.clone())),
+        Err(e) if std::env::var_os("CI").is_some() => Err(anyhow!(e.clone())),
+        Err(e) => {
+            eprintln!("SKIPPED: ONNX Runtime is not available ({e}); CI runs this test");
+            Ok(None)
+        }
+    }
+}
+
+/// What the ONNX backend tests load.
+#[derive(Clone, Debug)]
+pub struct OnnxFiles {
+    /// `libonnxruntime.so.*` from the onnxruntime wheel.
+    pub library: PathBuf,
+    /// `light_resnet50.onnx` from the onnx wheel.
+    pub resnet50: PathBuf,
+}
+
+/// `tests/data/digits`: the digits classifier, its samples and labels.
+pub fn digits_dir() -> PathBuf {
+    workspace_root().join("tests/data/digits")
+}
+
 /// `loadgen-node` built with the official LoadGen (`--features official`),
 /// in a target directory of its own so the default build is not rebuilt.
 /// `NETDIV_LOADGEN_NODE_OFFICIAL=/path` skips the build.

@@ -93,6 +93,14 @@ pub const BENCHMARKS: &[BenchmarkDefaults] = &[
         note: "COCO caption prompt token ids",
     },
     BenchmarkDefaults {
+        name: "digits",
+        shape: &[64],
+        dtype: DType::U8,
+        total_sample_count: 360,
+        performance_sample_count: 360,
+        note: "not MLPerf: scikit-learn's 8x8 digits (tests/data/digits), for end-to-end accuracy",
+    },
+    BenchmarkDefaults {
         name: "null",
         shape: &[1],
         dtype: DType::I32,
@@ -174,7 +182,7 @@ mod tests {
             e.starts_with("unknown benchmark \"resnet\" (known: resnet50, retinanet, bert,"),
             "{e}"
         );
-        assert!(e.contains("stable-diffusion-xl, null;"), "{e}");
+        assert!(e.contains("stable-diffusion-xl, digits, null;"), "{e}");
         assert!(e.contains("aliases: bert-99, bert-99.9,"), "{e}");
     }
 

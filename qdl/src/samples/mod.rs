@@ -9,109 +9,18 @@ pub mod benchmark;
 pub mod npy;
 pub mod synthetic;
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 
 use bytes::Bytes;
 use netdiv_proto::codec::{encode, Codec};
 
+pub use netdiv_proto::dtype::DType;
 pub use npy::NpyError;
 
 /// A synthetic sample larger than this is surely a typo in a shape; no
 /// benchmark input comes near it, and an error beats an out-of-memory abort.
 const MAX_SYNTHETIC_BYTES: usize = 1 << 32;
-
-/// Element type of a tensor sample.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DType {
-    U8,
-    I8,
-    I32,
-    I64,
-    F16,
-    F32,
-}
-
-impl DType {
-    /// Every element type, in the order names are listed to users.
-    pub const ALL: &'static [DType] = &[
-        DType::U8,
-        DType::I8,
-        DType::I32,
-        DType::I64,
-        DType::F16,
-        DType::F32,
-    ];
-
-    /// Bytes per element.
-    pub fn size(self) -> usize {
-        match self {
-            DType::U8 | DType::I8 => 1,
-            DType::F16 => 2,
-            DType::I32 | DType::F32 => 4,
-            DType::I64 => 8,
-        }
-    }
-
-    /// The numpy name.
-    pub fn name(self) -> &'static str {
-        match self {
-            DType::U8 => "uint8",
-            DType::I8 => "int8",
-            DType::I32 => "int32",
-            DType::I64 => "int64",
-            DType::F16 => "float16",
-            DType::F32 => "float32",
-        }
-    }
-
-    /// The descr numpy writes in `.npy` headers on little-endian hosts.
-    pub fn npy_descr(self) -> &'static str {
-        match self {
-            DType::U8 => "|u1",
-            DType::I8 => "|i1",
-            DType::I32 => "<i4",
-            DType::I64 => "<i8",
-            DType::F16 => "<f2",
-            DType::F32 => "<f4",
-        }
-    }
-
-    /// The dtype of a `.npy` descr; single bytes may carry `|` or `<`,
-    /// wider types must be little-endian.
-    pub fn from_npy_descr(descr: &str) -> Option<DType> {
-        match descr {
-            "|u1" | "<u1" => Some(DType::U8),
-            "|i1" | "<i1" => Some(DType::I8),
-            "<i4" => Some(DType::I32),
-            "<i8" => Some(DType::I64),
-            "<f2" => Some(DType::F16),
-            "<f4" => Some(DType::F32),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for DType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for DType {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        DType::ALL
-            .iter()
-            .copied()
-            .find(|d| d.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = DType::ALL.iter().map(|d| d.name()).collect();
-                format!("unknown dtype {s:?} (expected {})", names.join(", "))
-            })
-    }
-}
 
 /// Bytes of a tensor of `shape` and `dtype`, `None` if that overflows.
 pub(crate) fn tensor_bytes(shape: &[usize], dtype: DType) -> Option<usize> {

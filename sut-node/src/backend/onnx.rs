@@ -1,0 +1,502 @@
+//! The ONNX Runtime backend: runs an ONNX model on the CUDA execution
+//! provider where the runtime has it and a GPU is usable, on the CPU
+//! otherwise. ONNX Runtime is loaded at run time from a shared library (the
+//! one in the PyPI `onnxruntime` wheel; see deploy/onnxruntime/fetch.sh), so
+//! building the node needs nothing but Rust.
+//!
+//! A batch of samples runs as one inference along the model's first (batch)
+//! dimension when it is dynamic, one sample at a time when it is fixed at 1.
+//! A sample whose size does not fit the model's input gets its own error;
+//! the rest of its batch still runs.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use netdiv_proto::dtype::DType;
+use ort::ep::{self, ExecutionProvider as _};
+use ort::session::Session;
+use ort::value::{DynValue, Tensor, TensorElementType, ValueType};
+use serde::Deserialize;
+
+use super::prepost::{InputElements, Postprocess, Preprocess};
+use super::Backend;
+
+/// Where the model runs.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    /// CUDA if this ONNX Runtime build has it, else the CPU.
+    #[default]
+    Auto,
+    Cpu,
+    /// CUDA or an error.
+    Cuda,
+}
+
+/// The `[onnx]` section of a node's config file.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct OnnxConfig {
+    /// The model file (relative paths are relative to the config file).
+    pub model: Option<PathBuf>,
+    /// The input that samples feed [default: the model's first input].
+    pub input_name: Option<String>,
+    /// The output sent back [default: the model's first output].
+    pub output_name: Option<String>,
+    /// Element type of sample bytes on the wire [default: the model's].
+    pub wire_dtype: Option<String>,
+    /// Pre-processing when converting to float32: `x * scale + offset`.
+    pub scale: f32,
+    pub offset: f32,
+    /// Post-processing of each output row: none or argmax.
+    pub postprocess: Postprocess,
+    /// Sessions that run batches at once.
+    pub devices: usize,
+    /// Threads per session for one operator (0: ONNX Runtime's default).
+    pub intra_threads: usize,
+    pub execution_provider: Provider,
+    /// The ONNX Runtime shared library [default: $ORT_DYLIB_PATH, then
+    /// libonnxruntime.so on the loader's path].
+    pub runtime_library: Option<PathBuf>,
+}
+
+impl Default for OnnxConfig {
+    fn default() -> Self {
+        Self {
+            model: None,
+            input_name: None,
+            output_name: None,
+            wire_dtype: None,
+            scale: 1.0,
+            offset: 0.0,
+            postprocess: Postprocess::None,
+            devices: 1,
+            intra_threads: 0,
+            execution_provider: Provider::Auto,
+            runtime_library: None,
+        }
+    }
+}
+
+/// Why the backend could not start; each names the file or setting.
+#[derive(Debug, thiserror::Error)]
+pub enum OnnxError {
+    #[error(
+        "the onnx backend needs a model: give --model FILE or [onnx] model in the config file"
+    )]
+    NoModel,
+    #[error("cannot load ONNX Runtime from {path}: {reason}. Install it with `bash deploy/onnxruntime/fetch.sh` and pass the path it prints as --onnxruntime-lib (or set ORT_DYLIB_PATH)")]
+    Runtime { path: String, reason: String },
+    #[error("model {}: {reason}", path.display())]
+    Model { path: PathBuf, reason: String },
+    #[error("the CUDA execution provider was asked for, but this ONNX Runtime has none (the PyPI onnxruntime wheel is CPU-only; onnxruntime-gpu has CUDA)")]
+    NoCuda,
+}
+
+/// The model's input as samples must fill it.
+#[derive(Clone, Debug)]
+struct InputSpec {
+    name: String,
+    /// Dimensions after the batch dimension.
+    sample_dims: Vec<usize>,
+    /// Whether the batch dimension is dynamic (else it is fixed at 1).
+    dynamic_batch: bool,
+    elements: usize,
+}
+
+/// A loaded model: one session per device.
+pub struct OnnxBackend {
+    sessions: Vec<Mutex<Session>>,
+    input: InputSpec,
+    output_name: String,
+    pre: Preprocess,
+    post: Postprocess,
+    provider: &'static str,
+    model: PathBuf,
+    runtime_version: String,
+}
+
+fn dtype_of(ty: TensorElementType) -> Option<DType> {
+    Some(match ty {
+        TensorElementType::Float32 => DType::F32,
+        TensorElementType::Float16 => DType::F16,
+        TensorElementType::Uint8 => DType::U8,
+        TensorElementType::Int8 => DType::I8,
+        TensorElementType::Int32 => DType::I32,
+        TensorElementType::Int64 => DType::I64,
+        _ => return None,
+    })
+}
+
+/// The library to load: the configured path, then `$ORT_DYLIB_PATH`, then
+/// the loader's search path.
+fn runtime_library(config: &OnnxConfig) -> PathBuf {
+    config
+        .runtime_library
+        .clone()
+        .or_else(|| {
+            std::env::var_os("ORT_DYLIB_PATH")
+                .filter(|p| !p.is_empty())
+                .map(PathBuf::from)
+        })
+        .unwrap_or_else(|| PathBuf::from("libonnxruntime.so"))
+}
+
+/// The version the library reports (`OrtGetApiBase()->GetVersionString()`),
+/// for Info and the system description.
+fn runtime_version(library: &Path) -> Option<String> {
+    #[repr(C)]
+    struct ApiBase {
+        get_api: unsafe extern "C" fn(u32) -> *const std::ffi::c_void,
+        get_version_string: unsafe extern "C" fn() -> *const std::ffi::c_char,
+    }
+    // SAFETY: the library was already loaded and checked by ort::init_from;
+    // OrtGetApiBase has this C signature in every ONNX Runtime release, and
+    // the version string is static.
+    unsafe {
+        let lib = libloading::Library::new(library).ok()?;
+        let base: libloading::Symbol<unsafe extern "C" fn() -> *const ApiBase> =
+            lib.get(b"OrtGetApiBase").ok()?;
+        let base = base().as_ref()?;
+        let version = (base.get_version_string)();
+        (!version.is_null()).then(|| {
+            std::ffi::CStr::from_ptr(version)
+                .to_string_lossy()
+                .into_owned()
+        })
+    }
+}
+
+impl OnnxBackend {
+    /// Loads ONNX Runtime and the model, and checks that samples of the
+    /// configured wire type can feed it.
+    pub fn load(config: &OnnxConfig) -> Result<Self, OnnxError> {
+        let model = config.model.clone().ok_or(OnnxError::NoModel)?;
+        let model_error = |reason: String| OnnxError::Model {
+            path: model.clone(),
+            reason,
+        };
+        if !model.is_file() {
+            return Err(model_error("no such file".into()));
+        }
+        let library = runtime_library(config);
+        let runtime_error = |reason: String| OnnxError::Runtime {
+            path: library.display().to_string(),
+            reason,
+        };
+        let environment = ort::init_from(&library)
+            .map_err(|e| runtime_error(e.to_string()))?
+            .with_name("netdiv-sut-node")
+            .build()
+            .map_err(|e| runtime_error(e.to_string()))?;
+        let cuda_built = ep::CUDA::is_available().unwrap_or(false);
+        let provider = match (config.execution_provider, cuda_built) {
+            (Provider::Cuda, false) => return Err(OnnxError::NoCuda),
+            (Provider::Cuda | Provider::Auto, true) => "CUDAExecutionProvider",
+            _ => "CPUExecutionProvider",
+        };
+        let mut sessions = Vec::new();
+        for _ in 0..config.devices.max(1) {
+            let mut builder =
+                Session::builder(&environment).map_err(|e| model_error(e.to_string()))?;
+            if config.intra_threads > 0 {
+                builder = builder
+                    .with_intra_threads(config.intra_threads)
+                    .map_err(|e| model_error(e.to_string()))?;
+            }
+            if provider == "CUDAExecutionProvider" {
+                builder = builder
+                    .with_execution_providers([ep::CUDA::default().build().error_on_failure()])
+                    .map_err(|e| model_error(format!("CUDA execution provider: {e}")))?;
+            }
+            let session = builder
+                .commit_from_file(&model)
+                .map_err(|e| model_error(e.to_string()))?;
+            sessions.push(session);
+        }
+        let (input, model_dtype) = input_spec(&sessions[0], config).map_err(model_error)?;
+        let output_name = output_name(&sessions[0], config).map_err(model_error)?;
+        let wire = match &config.wire_dtype {
+            Some(name) => name
+                .parse::<DType>()
+                .map_err(|e| model_error(format!("wire_dtype: {e}")))?,
+            None => model_dtype,
+        };
+        let pre = Preprocess {
+            wire,
+            model: model_dtype,
+            scale: config.scale,
+            offset: config.offset,
+        };
+        pre.check().map_err(model_error)?;
+        Ok(Self {
+            sessions: sessions.into_iter().map(Mutex::new).collect(),
+            input,
+            output_name,
+            pre,
+            post: config.postprocess,
+            provider,
+            model,
+            runtime_version: runtime_version(&library).unwrap_or_else(|| "unknown".into()),
+        })
+    }
+
+    /// The execution provider sessions run on.
+    pub fn provider(&self) -> &'static str {
+        self.provider
+    }
+
+    /// Bytes one sample must have on the wire.
+    pub fn sample_bytes(&self) -> usize {
+        self.input.elements * self.pre.wire.size()
+    }
+
+    fn shape_text(&self) -> String {
+        let dims: Vec<String> = self
+            .input
+            .sample_dims
+            .iter()
+            .map(|d| d.to_string())
+            .collect();
+        format!("{}[{}]", self.pre.wire, dims.join(","))
+    }
+
+    /// Runs `samples` (all of the right size) as one inference; returns one
+    /// response per sample or one error for all.
+    fn infer(&self, device: usize, samples: &[&[u8]]) -> Result<Vec<Vec<u8>>, String> {
+        let n = samples.len();
+        let mut shape = vec![n as i64];
+        shape.extend(self.input.sample_dims.iter().map(|&d| d as i64));
+        let tensor: DynValue = match self.pre.convert(samples) {
+            InputElements::F32(v) => Tensor::from_array((shape, v)).map(|t| t.into_dyn()),
+            InputElements::U8(v) => Tensor::from_array((shape, v)).map(|t| t.into_dyn()),
+            InputElements::I8(v) => Tensor::from_array((shape, v)).map(|t| t.into_dyn()),
+            InputElements::I32(v) => Tensor::from_array((shape, v)).map(|t| t.into_dyn()),
+            InputElements::I64(v) => Tensor::from_array((shape, v)).map(|t| t.into_dyn()),
+        }
+        .map_err(|e| format!("input tensor: {e}"))?;
+        let session = &self.sessions[device % self.sessions.len()];
+        let mut session = session.lock().map_err(|_| "session poisoned".to_string())?;
+        let outputs = session
+            .run(ort::inputs![self.input.name.as_str() => tensor])
+            .map_err(|e| format!("inference failed: {e}"))?;
+        let output = outputs
+            .get(&self.output_name)
+            .ok_or_else(|| format!("the model gave no output {:?}", self.output_name))?;
+        let (dtype, bytes) = output_bytes(output)?;
+        if n == 0 || bytes.len() % n != 0 {
+            return Err(format!(
+                "output {:?} has {} bytes, not a whole row per sample of {n}",
+                self.output_name,
+                bytes.len()
+            ));
+        }
+        Ok(bytes
+            .chunks_exact(bytes.len() / n)
+            .map(|row| self.post.apply(row, dtype))
+            .collect())
+    }
+}
+
+/// The input samples feed and the element type the model takes there.
+fn input_spec(session: &Session, config: &OnnxConfig) -> Result<(InputSpec, DType), String> {
+    let names = || {
+        session
+            .inputs()
+            .iter()
+            .map(|i| i.name().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let outlet = match &config.input_name {
+        Some(name) => session
+            .inputs()
+            .iter()
+            .find(|i| i.name() == name)
+            .ok_or_else(|| format!("no input named {name:?} (inputs: {})", names()))?,
+        None => session.inputs().first().ok_or("the model has no inputs")?,
+    };
+    if session.inputs().len() > 1 {
+        return Err(format!(
+            "the model has {} inputs ({}); samples can feed only a model with one",
+            session.inputs().len(),
+            names()
+        ));
+    }
+    let ValueType::Tensor { ty, shape, .. } = outlet.dtype() else {
+        return Err(format!("input {:?} is not a tensor", outlet.name()));
+    };
+    let dtype = dtype_of(*ty).ok_or_else(|| {
+        format!(
+            "input {:?} has element type {ty}, which samples cannot carry",
+            outlet.name()
+        )
+    })?;
+    let dims: &[i64] = shape;
+    let Some((&batch, rest)) = dims.split_first() else {
+        return Err(format!(
+            "input {:?} is a scalar; it needs a batch dimension",
+            outlet.name()
+        ));
+    };
+    if batch != -1 && batch != 1 {
+        return Err(format!(
+            "input {:?} has a fixed batch of {batch}; only a dynamic batch or a batch of 1 is supported",
+            outlet.name()
+        ));
+    }
+    let mut sample_dims = Vec::with_capacity(rest.len());
+    for &d in rest {
+        if d < 1 {
+            return Err(format!(
+                "input {:?} has shape {dims:?}: only the first (batch) dimension may be dynamic",
+                outlet.name()
+            ));
+        }
+        sample_dims.push(d as usize);
+    }
+    let elements = sample_dims.iter().product();
+    Ok((
+        InputSpec {
+            name: outlet.name().to_string(),
+            sample_dims,
+            dynamic_batch: batch == -1,
+            elements,
+        },
+        dtype,
+    ))
+}
+
+fn output_name(session: &Session, config: &OnnxConfig) -> Result<String, String> {
+    match &config.output_name {
+        Some(name) if session.outputs().iter().any(|o| o.name() == name) => Ok(name.clone()),
+        Some(name) => Err(format!("no output named {name:?}")),
+        None => session
+            .outputs()
+            .first()
+            .map(|o| o.name().to_string())
+            .ok_or_else(|| "the model has no outputs".to_string()),
+    }
+}
+
+/// An output tensor as little-endian bytes and its element type.
+fn output_bytes(value: &DynValue) -> Result<(DType, Vec<u8>), String> {
+    fn le<T: Copy, const N: usize>(data: &[T], to: fn(T) -> [u8; N]) -> Vec<u8> {
+        data.iter().flat_map(|&v| to(v)).collect()
+    }
+    let err = |e: ort::Error| format!("reading the output: {e}");
+    let ValueType::Tensor { ty, .. } = value.dtype() else {
+        return Err("the output is not a tensor".into());
+    };
+    Ok(match ty {
+        TensorElementType::Float32 => (
+            DType::F32,
+            le(
+                value.try_extract_tensor::<f32>().map_err(err)?.1,
+                f32::to_le_bytes,
+            ),
+        ),
+        TensorElementType::Int64 => (
+            DType::I64,
+            le(
+                value.try_extract_tensor::<i64>().map_err(err)?.1,
+                i64::to_le_bytes,
+            ),
+        ),
+        TensorElementType::Int32 => (
+            DType::I32,
+            le(
+                value.try_extract_tensor::<i32>().map_err(err)?.1,
+                i32::to_le_bytes,
+            ),
+        ),
+        TensorElementType::Uint8 => (
+            DType::U8,
+            value.try_extract_tensor::<u8>().map_err(err)?.1.to_vec(),
+        ),
+        TensorElementType::Int8 => (
+            DType::I8,
+            le(
+                value.try_extract_tensor::<i8>().map_err(err)?.1,
+                i8::to_le_bytes,
+            ),
+        ),
+        other => return Err(format!("outputs of element type {other} are not supported")),
+    })
+}
+
+impl Backend for OnnxBackend {
+    fn kind(&self) -> &'static str {
+        "onnx"
+    }
+
+    fn detail(&self) -> String {
+        format!(
+            "model={} input={}:{} execution_provider={} onnxruntime={} sessions={} batch={} postprocess={}",
+            self.model.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned()),
+            self.input.name,
+            self.shape_text(),
+            self.provider,
+            self.runtime_version,
+            self.sessions.len(),
+            if self.input.dynamic_batch { "dynamic" } else { "1" },
+            self.post.name(),
+        )
+    }
+
+    fn devices(&self) -> usize {
+        self.sessions.len()
+    }
+
+    fn run(&self, device: usize, inputs: &[&[u8]]) -> Vec<Result<Vec<u8>, String>> {
+        let want = self.sample_bytes();
+        let mut results: Vec<Result<Vec<u8>, String>> = inputs
+            .iter()
+            .map(|i| {
+                if i.len() == want {
+                    Ok(Vec::new())
+                } else {
+                    Err(format!(
+                        "sample has {} bytes; input {:?} of {} takes {} ({} bytes) per sample",
+                        i.len(),
+                        self.input.name,
+                        self.model.display(),
+                        self.shape_text(),
+                        want
+                    ))
+                }
+            })
+            .collect();
+        let good: Vec<usize> = (0..inputs.len()).filter(|&i| results[i].is_ok()).collect();
+        let groups: Vec<&[usize]> = if self.input.dynamic_batch {
+            vec![&good[..]]
+        } else {
+            good.chunks(1).collect()
+        };
+        for group in groups.into_iter().filter(|g| !g.is_empty()) {
+            let samples: Vec<&[u8]> = group.iter().map(|&i| inputs[i]).collect();
+            match self.infer(device, &samples) {
+                Ok(outputs) => {
+                    for (&i, out) in group.iter().zip(outputs) {
+                        results[i] = Ok(out);
+                    }
+                }
+                Err(e) => {
+                    for &i in group {
+                        results[i] = Err(e.clone());
+                    }
+                }
+            }
+        }
+        results
+    }
+}
+
+/// Resolves `path` against `base` when it is relative.
+pub fn relative_to(base: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        base.join(path)
+    }
+}
