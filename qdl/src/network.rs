@@ -522,7 +522,16 @@ impl LinkEvents for Shared {
             self.fail_samples(node, &[id], &error);
         }
         if !declined.is_empty() {
-            let result = self.lock_pool().decline(node, &declined, &decline_reason);
+            let result = {
+                let mut pool = self.lock_pool();
+                if pool.is_healthy(node) {
+                    eprintln!(
+                        "qdl: node {} declines work ({decline_reason}); it gets no more, and what it declines goes to the other nodes",
+                        self.urls[node]
+                    );
+                }
+                pool.decline(node, &declined, &decline_reason)
+            };
             self.resend(result);
         }
     }

@@ -49,6 +49,9 @@ pub struct Window {
 
 struct Outstanding<T> {
     query_id: u64,
+    /// Which sent piece the sample travelled in, so samples taken back are
+    /// re-sent in pieces no larger than the ones they came in.
+    piece_seq: u64,
     sample: SampleRef,
     tag: T,
 }
@@ -78,6 +81,8 @@ pub struct Pool<T> {
     window: Window,
     /// Samples taken back from failed or declining nodes, in total.
     requeued: u64,
+    /// Sequence number of the next piece sent.
+    next_piece_seq: u64,
     /// Scratch for `pump`, kept to avoid allocating per decision.
     outstanding_counts: Vec<u64>,
     open: Vec<bool>,
@@ -99,6 +104,7 @@ impl<T: Clone> Pool<T> {
             dispatcher: Dispatcher::new(policy, seed),
             window,
             requeued: 0,
+            next_piece_seq: 0,
             outstanding_counts: vec![0; node_count],
             open: vec![false; node_count],
         }
@@ -229,24 +235,29 @@ impl<T: Clone> Pool<T> {
         Ok(self.pump())
     }
 
-    /// Puts returned samples back at the head of the queue, one piece per
-    /// original query so queries stay unmerged.
+    /// Puts returned samples back at the head of the queue, grouped as the
+    /// pieces they were sent in: queries stay unmerged and no piece grows
+    /// past the size limits it was cut to (a failed node may hold a whole
+    /// window, far more than one message should carry).
     fn requeue_front(&mut self, mut returned: Vec<Outstanding<T>>) {
         self.requeued += returned.len() as u64;
-        // Oldest query first, then issue order within it.
-        returned.sort_by_key(|o| (o.query_id, o.sample.response_id));
-        let mut pieces: Vec<Piece<T>> = Vec::new();
+        // Oldest query first, then send order and issue order within it.
+        returned.sort_by_key(|o| (o.query_id, o.piece_seq, o.sample.response_id));
+        let mut pieces: Vec<(u64, Piece<T>)> = Vec::new();
         for o in returned {
             match pieces.last_mut() {
-                Some(p) if p.query_id == o.query_id => p.samples.push(o.sample),
-                _ => pieces.push(Piece {
-                    query_id: o.query_id,
-                    samples: vec![o.sample],
-                    tag: o.tag,
-                }),
+                Some((seq, p)) if *seq == o.piece_seq => p.samples.push(o.sample),
+                _ => pieces.push((
+                    o.piece_seq,
+                    Piece {
+                        query_id: o.query_id,
+                        samples: vec![o.sample],
+                        tag: o.tag,
+                    },
+                )),
             }
         }
-        for p in pieces.into_iter().rev() {
+        for (_, p) in pieces.into_iter().rev() {
             self.pending.push_front(p);
         }
     }
@@ -265,6 +276,8 @@ impl<T: Clone> Pool<T> {
                 break; // Backpressure: wait for a completion to free room.
             };
             let piece = self.pending.pop_front().expect("checked non-empty");
+            let piece_seq = self.next_piece_seq;
+            self.next_piece_seq += 1;
             let slot = &mut self.nodes[node];
             for s in &piece.samples {
                 slot.in_flight += 1;
@@ -273,6 +286,7 @@ impl<T: Clone> Pool<T> {
                     s.response_id,
                     Outstanding {
                         query_id: piece.query_id,
+                        piece_seq,
                         sample: *s,
                         tag: piece.tag.clone(),
                     },
@@ -384,6 +398,21 @@ mod tests {
         let resent = p.fail(failed, "gone").unwrap();
         let queries: Vec<u64> = resent.iter().map(|s| s.piece.query_id).collect();
         assert_eq!(queries, vec![1, 3], "two pieces, one per original query");
+    }
+
+    #[test]
+    fn requeued_samples_travel_in_pieces_no_larger_than_they_came_in() {
+        // One node holds three pieces of one query; losing it must not merge
+        // them into one message larger than a piece may be.
+        let mut p = pool(2, 100);
+        let pieces = [piece(1, 0..2), piece(1, 2..4), piece(1, 4..6)];
+        let sends = p.submit(pieces.clone()).unwrap();
+        let failed = sends[0].node;
+        let held: Vec<Vec<u64>> = sends.iter().filter(|s| s.node == failed).map(ids).collect();
+        let resent = p.fail(failed, "gone").unwrap();
+        let resent: Vec<Vec<u64>> = resent.iter().map(ids).collect();
+        assert_eq!(resent, held, "the same pieces, in send order");
+        assert!(resent.iter().all(|r| r.len() <= 2));
     }
 
     #[test]

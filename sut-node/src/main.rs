@@ -196,7 +196,7 @@ async fn run(cli: Cli) -> Result<()> {
     }
     closing_tx.send_replace(true);
     for task in tasks {
-        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+        let _ = tokio::time::timeout(Duration::from_secs(8), task).await;
     }
     node.stop_devices();
     eprintln!("sut-node {}: stopped", cli.name);

@@ -5,6 +5,7 @@
 //! ends alone; the connection and everyone else go on.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Result;
 use netdiv_proto::framing::{self, FrameDecoder, DEFAULT_MAX_FRAME};
@@ -14,17 +15,41 @@ use tokio::sync::{mpsc, watch};
 use super::{next_batch, version_mismatch};
 use crate::node::Node;
 
-/// Accepts connections until `closing` flips.
+/// How long closing waits for answers already written to reach clients.
+const DELIVERY_GRACE: Duration = Duration::from_secs(5);
+
+/// Counts streams still being answered; dropping it marks one done.
+struct OpenStream(Arc<watch::Sender<usize>>);
+
+impl OpenStream {
+    fn open(count: &Arc<watch::Sender<usize>>) -> Self {
+        count.send_modify(|n| *n += 1);
+        Self(count.clone())
+    }
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
+}
+
+/// Accepts connections until `closing` flips, then closes once every
+/// stream's answers have been delivered (or the grace time is over):
+/// closing at once would discard completions still in flight, and the
+/// client would send those samples again elsewhere.
 pub async fn serve(endpoint: quinn::Endpoint, node: Arc<Node>, mut closing: watch::Receiver<bool>) {
+    let open_streams = Arc::new(watch::channel(0usize).0);
     loop {
         tokio::select! {
             incoming = endpoint.accept() => {
                 let Some(incoming) = incoming else { break };
                 let node = node.clone();
+                let open_streams = open_streams.clone();
                 tokio::spawn(async move {
                     let remote = incoming.remote_address();
                     match incoming.await {
-                        Ok(conn) => serve_connection(conn, node).await,
+                        Ok(conn) => serve_connection(conn, node, open_streams).await,
                         Err(e) => eprintln!("sut-node {}: QUIC handshake with {remote} failed: {e}", node.settings().name),
                     }
                 });
@@ -32,15 +57,24 @@ pub async fn serve(endpoint: quinn::Endpoint, node: Arc<Node>, mut closing: watc
             _ = async { let _ = closing.wait_for(|c| *c).await; } => break,
         }
     }
+    let mut open = open_streams.subscribe();
+    let _ = tokio::time::timeout(DELIVERY_GRACE, open.wait_for(|n| *n == 0)).await;
     endpoint.close(0u32.into(), b"node shutting down");
+    let _ = tokio::time::timeout(Duration::from_secs(1), endpoint.wait_idle()).await;
 }
 
-async fn serve_connection(conn: quinn::Connection, node: Arc<Node>) {
+async fn serve_connection(
+    conn: quinn::Connection,
+    node: Arc<Node>,
+    open_streams: Arc<watch::Sender<usize>>,
+) {
     loop {
         match conn.accept_bi().await {
             Ok((send, recv)) => {
                 let node = node.clone();
+                let open = OpenStream::open(&open_streams);
                 tokio::spawn(async move {
+                    let _open = open;
                     if let Err(e) = serve_stream(send, recv, &node).await {
                         eprintln!("sut-node {}: QUIC stream: {e:#}", node.settings().name);
                     }
@@ -110,6 +144,8 @@ async fn serve_stream(
         }
     }
     send.finish()?;
+    // Done once the client has every byte (the connection may close next).
+    let _ = tokio::time::timeout(DELIVERY_GRACE, send.stopped()).await;
     Ok(())
 }
 
