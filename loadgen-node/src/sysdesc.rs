@@ -4,7 +4,7 @@
 //! media and topology) is marked for them to fill in.
 
 use netdiv_proto::pb;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 /// The marker for fields a person must complete.
 pub const FILL_IN: &str = "TODO: fill in";
@@ -84,7 +84,9 @@ pub fn describe(inputs: &Inputs<'_>) -> (Value, Vec<&'static str>) {
         }
         fields.insert(key.into(), value.unwrap_or_else(|| FILL_IN.into()));
     };
-    put("is_network", Some(json!(true)));
+    // Strings, as in accepted submissions: the official submission checker
+    // calls .lower() on is_network, so a JSON boolean fails its check.
+    put("is_network", Some("True".into()));
     // Layers 1-2: /sys names the links, not the fabric's technology.
     put("network_type", None);
     put("network_media", None);
@@ -100,13 +102,16 @@ pub fn describe(inputs: &Inputs<'_>) -> (Value, Vec<&'static str>) {
                 .into(),
         ),
     );
-    put("number_nic_loadgen", Some(json!(local.len())));
+    put("number_nic_loadgen", Some(local.len().to_string().into()));
     put("net_software_stack_loadgen", Some(inputs.software.into()));
     put("network_protocol", Some(protocols.join("; ").into()));
     // One connection per node.
-    put("number_connections", Some(json!(inputs.nodes.len())));
+    put(
+        "number_connections",
+        Some(inputs.nodes.len().to_string().into()),
+    );
     put("nic_sut", Some(sut_nics.join("; ").into()));
-    put("number_nic_sut", Some(json!(sut_nics.len())));
+    put("number_nic_sut", Some(sut_nics.len().to_string().into()));
     put("net_software_stack_sut", Some(sut_stacks.join("; ").into()));
     put("network_topology", None);
     (Value::Object(fields), todo)
@@ -142,14 +147,37 @@ mod tests {
             transports: &["quic"],
             software: "netdiv loadgen-node 0.1.0",
         });
-        assert_eq!(v["is_network"], true);
+        assert_eq!(v["is_network"], "True");
         assert_eq!(v["network_rate"], "100 Gb/s");
         assert_eq!(v["nic_loadgen"], "eth0 (100 Gb/s, MTU 9000)");
-        assert_eq!(v["number_nic_loadgen"], 1);
+        assert_eq!(v["number_nic_loadgen"], "1");
         assert_eq!(v["nic_sut"], "node-a: ens1 (200 Gb/s, MTU 9000)");
-        assert_eq!(v["number_connections"], 1);
+        assert_eq!(v["number_connections"], "1");
         assert!(v["network_protocol"].as_str().unwrap().contains("QUIC"));
         assert_eq!(v["network_topology"], FILL_IN);
         assert_eq!(todo, ["network_type", "network_media", "network_topology"]);
+        // Exactly the fields the official checker requires of a network
+        // system (SYSTEM_DESC_REQUIRED_FIELDS_NETWORK_MODE), all strings.
+        let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "is_network",
+                "net_software_stack_loadgen",
+                "net_software_stack_sut",
+                "network_media",
+                "network_protocol",
+                "network_rate",
+                "network_topology",
+                "network_type",
+                "nic_loadgen",
+                "nic_sut",
+                "number_connections",
+                "number_nic_loadgen",
+                "number_nic_sut",
+            ]
+        );
+        assert!(v.as_object().unwrap().values().all(Value::is_string));
     }
 }

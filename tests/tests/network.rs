@@ -534,7 +534,7 @@ fn sysdesc_describes_the_nodes_and_marks_the_rest() -> Result<()> {
         ensure!(fields.get(key).is_some(), "{key} missing: {fields}");
     }
     ensure!(
-        fields["is_network"] == true && fields["number_connections"] == 2,
+        fields["is_network"] == "True" && fields["number_connections"] == "2",
         "{fields}"
     );
     ensure!(

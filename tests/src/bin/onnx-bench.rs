@@ -1,0 +1,253 @@
+//! `onnx-bench`: samples/s of a real compute load through the QDL against
+//! the same backend in-process, side by side in one run.
+//!
+//! The load is the ResNet-50-shaped graph of the `onnx` wheel's backend
+//! test data (light_resnet50.onnx: ResNet-50's layers with constant
+//! weights, input float32[1,3,224,224]) on ONNX Runtime's CPU execution
+//! provider, fetched by deploy/onnxruntime/fetch.sh. Samples are 150528-byte
+//! uint8 images; each node converts them to float32 (its pre-processing).
+//! Three setups, with the same number of single-threaded ONNX Runtime
+//! sessions in total:
+//!
+//! * in-process: `loadgen-node run --sut local --node-config` with N sessions;
+//! * N sut-nodes of one session each, through the QDL over gRPC;
+//! * the same over QUIC.
+//!
+//! Offline runs are interleaved and repeated; the median counts.
+//!
+//! Usage: `cargo run --release -p netdiv-tests --bin onnx-bench`.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use netdiv_tests::network_run::{loadgen, Cluster};
+use netdiv_tests::{
+    machine_description, median, onnxruntime_files, summary_value, unique_temp_dir, write_file,
+    OnnxFiles,
+};
+
+/// Prints a markdown table: Offline samples/s of the ResNet-50-shaped graph
+/// in-process and through the QDL over gRPC and QUIC.
+#[derive(Debug, clap::Parser)]
+#[command(name = "onnx-bench")]
+struct Cli {
+    /// Sessions in total: one per node over the network, all of them in
+    /// one process in-process.
+    #[arg(long, default_value_t = 2)]
+    sessions: usize,
+    /// Offline minimum duration of each run, in milliseconds.
+    #[arg(long, default_value_t = 15_000)]
+    duration_ms: u64,
+    /// Runs of each setup; the median counts.
+    #[arg(long, default_value_t = 2)]
+    repeat: usize,
+    /// One short run of each setup (a smoke test of the benchmark).
+    #[arg(long)]
+    quick: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Setup {
+    InProcess,
+    Grpc,
+    Quic,
+}
+
+impl Setup {
+    fn name(self) -> &'static str {
+        match self {
+            Setup::InProcess => "in-process",
+            Setup::Grpc => "QDL, gRPC",
+            Setup::Quic => "QDL, QUIC",
+        }
+    }
+}
+
+const SETUPS: [Setup; 3] = [Setup::InProcess, Setup::Grpc, Setup::Quic];
+
+/// A sut-node config of the graph with `sessions` sessions of one thread.
+fn node_config(files: &OnnxFiles, sessions: usize) -> String {
+    format!(
+        "benchmark = \"resnet50\"\nbackend = \"onnx\"\n[onnx]\nmodel = {:?}\n\
+         runtime_library = {:?}\nwire_dtype = \"uint8\"\nscale = 0.00392156862\n\
+         devices = {sessions}\nintra_threads = 1\n[batching]\nmax_batch_size = 1\n",
+        files.resnet50.display().to_string(),
+        files.library.display().to_string(),
+    )
+}
+
+fn run_once(
+    cli: &Cli,
+    dir: &Path,
+    setup: Setup,
+    files: &OnnxFiles,
+    clusters: &[(Setup, Cluster)],
+    target_qps: f64,
+) -> Result<f64> {
+    let run_dir = unique_temp_dir(&format!("onnx-bench-{setup:?}"))?;
+    let conf = write_file(
+        dir,
+        "user.conf",
+        &format!(
+            "*.Offline.min_duration = {}\n*.Offline.target_qps = {target_qps:.1}\n\
+             *.Offline.min_query_count = 1\n",
+            cli.duration_ms
+        ),
+    )?;
+    let mut args: Vec<String> = [
+        "--scenario",
+        "Offline",
+        "--model",
+        "resnet50-shaped",
+        "--benchmark",
+        "resnet50",
+        "--total-sample-count",
+        "256",
+        "--performance-sample-count",
+        "256",
+        "--no-trace",
+        "--user-conf",
+        conf.to_str().context("utf-8 path")?,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    match setup {
+        Setup::InProcess => {
+            let config = write_file(dir, "in-process.toml", &node_config(files, cli.sessions))?;
+            args.extend([
+                "--sut".to_string(),
+                "local".into(),
+                "--node-config".into(),
+                config.display().to_string(),
+            ]);
+        }
+        network => {
+            let cluster = clusters
+                .iter()
+                .find(|(s, _)| *s == network)
+                .map(|(_, c)| c)
+                .context("no cluster for this transport")?;
+            args.extend(cluster.loadgen_flags());
+        }
+    }
+    let timeout = Duration::from_millis(cli.duration_ms * 4 + 120_000);
+    let run = loadgen(&run_dir, &args, timeout)?;
+    run.expect_success()?;
+    let summary = run.summary()?;
+    summary_value(&summary, "Samples per second")
+        .context("no samples per second in the summary")?
+        .parse::<f64>()
+        .with_context(|| format!("{} in {}", setup.name(), run_dir.display()))
+}
+
+fn bench(cli: &Cli) -> Result<String> {
+    let files = onnxruntime_files()?.context("ONNX Runtime could not be fetched")?;
+    let dir = unique_temp_dir("onnx-bench")?;
+    let lib = files.library.display().to_string();
+    let names: Vec<String> = (0..cli.sessions).map(|i| format!("onnx-{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let one_session = node_config(&files, 1);
+    let clusters = vec![
+        (
+            Setup::Grpc,
+            Cluster::start(
+                &dir.join("grpc"),
+                "grpc",
+                &names,
+                &one_session,
+                &["--onnxruntime-lib", &lib],
+            )?,
+        ),
+        (
+            Setup::Quic,
+            Cluster::start(
+                &dir.join("quic"),
+                "quic",
+                &names,
+                &one_session,
+                &["--onnxruntime-lib", &lib],
+            )?,
+        ),
+    ];
+    // A first short in-process run (about 66 samples) sizes Offline: ask
+    // for a little more than the sessions can do, so every run lasts its
+    // minimum duration.
+    let probe = Cli {
+        duration_ms: 3000,
+        ..*cli
+    };
+    let capacity = run_once(&probe, &dir, Setup::InProcess, &files, &clusters, 20.0)?;
+    let target = capacity * 1.2;
+    eprintln!("onnx-bench: in-process probe {capacity:.1} samples/s; Offline target {target:.1}");
+
+    let mut results: Vec<Vec<f64>> = vec![Vec::new(); SETUPS.len()];
+    for round in 0..cli.repeat {
+        for (i, setup) in SETUPS.iter().enumerate() {
+            let v = run_once(cli, &dir, *setup, &files, &clusters, target)?;
+            eprintln!(
+                "onnx-bench: round {round}: {} {v:.2} samples/s",
+                setup.name()
+            );
+            results[i].push(v);
+        }
+    }
+    let medians: Vec<f64> = results.iter().map(|r| median(r)).collect();
+    let base = medians[0];
+    let mut out = String::new();
+    writeln!(
+        out,
+        "| setup | samples/s | vs in-process | throughput lost |"
+    )?;
+    writeln!(out, "|---|---:|---:|---:|")?;
+    for (setup, v) in SETUPS.iter().zip(&medians) {
+        writeln!(
+            out,
+            "| {} | {v:.2} | {:.4} | {:+.2} % |",
+            setup.name(),
+            v / base,
+            (base - v) / base * 100.0
+        )?;
+    }
+    writeln!(
+        out,
+        "\nlight_resnet50.onnx (ResNet-50 layers, constant weights), ONNX Runtime {} CPU, \
+         {} single-threaded sessions in total ({} nodes x 1 over the network), batch 1, \
+         150528-byte uint8 samples converted to float32 on the node; Offline, {} s runs, \
+         median of {}. {}",
+        files
+            .library
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix("libonnxruntime.so."))
+            .unwrap_or("?"),
+        cli.sessions,
+        cli.sessions,
+        cli.duration_ms / 1000,
+        cli.repeat,
+        machine_description()
+    )?;
+    Ok(out)
+}
+
+fn main() -> ExitCode {
+    use clap::Parser;
+    let mut cli = Cli::parse();
+    if cli.quick {
+        cli.repeat = 1;
+        cli.duration_ms = 3000;
+    }
+    match bench(&cli) {
+        Ok(table) => {
+            print!("{table}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("onnx-bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
