@@ -14,6 +14,7 @@ use loadgen_node::settings::{
 use netdiv_proto::codec::Codec;
 use qdl::samples::benchmark::{self, BenchmarkDefaults};
 use qdl::samples::{SampleSource, SampleStore};
+use sut_node::batcher::BatchPolicy;
 
 use crate::cli::{RunArgs, SutKind};
 
@@ -193,21 +194,12 @@ pub fn configured_node_sut(
     store: Arc<SampleStore>,
     counters: Arc<Counters>,
 ) -> Result<LocalNodeSut> {
-    use sut_node::node::{Node, NodeSettings};
     let backend = file.backend_config().build()?;
-    let node = Node::start(
-        NodeSettings {
-            name: args.sut_name.clone(),
-            benchmark: benchmark.to_string(),
-            response_codec: Codec::None,
-            max_sample_bytes: u64::MAX,
-            batching: file.batching,
-        },
+    Ok(in_process_node(
+        args,
+        benchmark,
         backend,
-    );
-    Ok(LocalNodeSut::new(
-        args.sut_name.clone(),
-        node,
+        file.batching,
         store,
         counters,
     ))
@@ -221,8 +213,6 @@ pub fn local_node_sut(
     counters: Arc<Counters>,
 ) -> LocalNodeSut {
     use sut_node::backend::synthetic::{SyntheticBackend, SyntheticConfig};
-    use sut_node::batcher::BatchPolicy;
-    use sut_node::node::{Node, NodeSettings};
     let s = &args.synthetic;
     let synthetic = SyntheticConfig {
         batch_cost_us: s.synthetic_batch_cost_us.unwrap_or(0),
@@ -236,6 +226,20 @@ pub fn local_node_sut(
             .unwrap_or(BatchPolicy::default().max_batch_size),
         ..BatchPolicy::default()
     };
+    let backend = Arc::new(SyntheticBackend::new(synthetic));
+    in_process_node(args, benchmark, backend, batching, store, counters)
+}
+
+/// A sut-node core with `backend` and `batching`, driven in this process.
+fn in_process_node(
+    args: &RunArgs,
+    benchmark: &str,
+    backend: Arc<dyn sut_node::backend::Backend>,
+    batching: BatchPolicy,
+    store: Arc<SampleStore>,
+    counters: Arc<Counters>,
+) -> LocalNodeSut {
+    use sut_node::node::{Node, NodeSettings};
     let node = Node::start(
         NodeSettings {
             name: args.sut_name.clone(),
@@ -244,7 +248,7 @@ pub fn local_node_sut(
             max_sample_bytes: u64::MAX,
             batching,
         },
-        Arc::new(SyntheticBackend::new(synthetic)),
+        backend,
     );
     LocalNodeSut::new(args.sut_name.clone(), node, store, counters)
 }

@@ -245,6 +245,17 @@ fn network_run_errors_name_the_flag_the_file_or_the_node() {
     assert!(err.contains("QUIC always runs over TLS"), "{err}");
     let err = run(&[
         "--sut-node",
+        "grpc://no-such-node.invalid:7000",
+        "--benchmark",
+        "null",
+    ]);
+    assert!(
+        err.contains("node grpc://no-such-node.invalid:7000:")
+            && err.contains("cannot resolve no-such-node.invalid"),
+        "{err}"
+    );
+    let err = run(&[
+        "--sut-node",
         "quic://127.0.0.1:1",
         "--benchmark",
         "null",

@@ -43,16 +43,32 @@ fn tls_files(cli: &Cli) -> Result<Option<TlsFiles>> {
     })
 }
 
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
+/// SIGTERM and SIGINT, caught from before the node reports ready: a stop
+/// that comes right after readiness must drain, not kill, the node.
+struct StopSignals {
+    term: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn install() -> Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Self {
+            term: signal(SignalKind::terminate()).context("SIGTERM handler")?,
+            interrupt: signal(SignalKind::interrupt()).context("SIGINT handler")?,
+        })
+    }
+
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.interrupt.recv() => {}
+        }
     }
 }
 
 async fn run(cli: Cli) -> Result<()> {
+    let mut stop = StopSignals::install()?;
     let config = NodeConfig::from_cli(cli)?;
     let cli = &config.cli;
     if cli.client_ca.is_some() && cli.tls_cert.is_none() {
@@ -175,7 +191,7 @@ async fn run(cli: Cli) -> Result<()> {
         );
     }
 
-    shutdown_signal().await;
+    stop.recv().await;
     let _ = sut_node::notify::notify("STOPPING=1\nSTATUS=draining in-flight samples");
     eprintln!(
         "sut-node {}: shutting down, draining in-flight samples",

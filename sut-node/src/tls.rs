@@ -57,9 +57,24 @@ pub fn dev_certificates(dir: &Path, require_client_cert: bool) -> Result<TlsFile
         ("client.key", client_key),
     ] {
         let path = dir.join(name);
-        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+        // Keys are readable by their owner only; certificates by anyone.
+        let mode = if name.ends_with(".key") { 0o600 } else { 0o644 };
+        write_with_mode(&path, text.as_bytes(), mode)
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(files)
+}
+
+fn write_with_mode(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(path)?
+        .write_all(bytes)
 }
 
 fn read(path: &Path) -> Result<Vec<u8>> {
@@ -113,5 +128,28 @@ impl TlsFiles {
         let mut config = builder.with_single_cert(certs, key)?;
         config.alpn_protocols = vec![alpn.to_vec()];
         Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn development_keys_are_readable_by_their_owner_only() {
+        let dir = std::env::temp_dir().join(format!("sut-node-dev-tls-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dev_certificates(&dir, true).unwrap();
+        let mode = |name: &str| {
+            std::fs::metadata(dir.join(name))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        for key in ["server.key", "client.key"] {
+            assert_eq!(mode(key) & 0o077, 0, "{key} is open to others");
+        }
     }
 }

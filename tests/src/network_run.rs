@@ -175,3 +175,57 @@ pub fn loadgen_with(
         wall: start.elapsed(),
     })
 }
+
+/// Where a benchmark runs its backend: in the LoadGen node's process, or
+/// through the QDL to sut-nodes over gRPC or QUIC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Setup {
+    InProcess,
+    Grpc,
+    Quic,
+}
+
+impl Setup {
+    /// In the order benchmark tables list them, the baseline first.
+    pub const ALL: [Setup; 3] = [Setup::InProcess, Setup::Grpc, Setup::Quic];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Setup::InProcess => "in-process",
+            Setup::Grpc => "gRPC",
+            Setup::Quic => "QUIC",
+        }
+    }
+}
+
+/// The same nodes started twice, once per transport, for a benchmark that
+/// compares the network setups with in-process.
+pub struct BenchClusters {
+    grpc: Cluster,
+    quic: Cluster,
+}
+
+impl BenchClusters {
+    /// Starts `names` over gRPC (in `dir/grpc`) and over QUIC (`dir/quic`).
+    pub fn start(
+        dir: &Path,
+        names: &[&str],
+        node_config: &str,
+        extra: &[&str],
+    ) -> Result<BenchClusters> {
+        Ok(BenchClusters {
+            grpc: Cluster::start(&dir.join("grpc"), "grpc", names, node_config, extra)?,
+            quic: Cluster::start(&dir.join("quic"), "quic", names, node_config, extra)?,
+        })
+    }
+
+    /// The `loadgen-node` flags that reach the nodes of `setup`; `None`
+    /// for in-process.
+    pub fn flags(&self, setup: Setup) -> Option<Vec<String>> {
+        match setup {
+            Setup::InProcess => None,
+            Setup::Grpc => Some(self.grpc.loadgen_flags()),
+            Setup::Quic => Some(self.quic.loadgen_flags()),
+        }
+    }
+}

@@ -38,6 +38,16 @@ impl Link {
     /// Connects; the error text says what failed (the caller names the
     /// node).
     pub async fn connect(url: &NodeUrl, tls: Option<&ClientTls>) -> Result<Link, String> {
+        // Resolve first, so an unknown host name says so instead of
+        // ending as a connect timeout.
+        let resolving = tokio::net::lookup_host((url.host.as_str(), url.port));
+        let mut addresses = tokio::time::timeout(RPC_TIMEOUT, resolving)
+            .await
+            .map_err(|_| format!("cannot resolve {} within {RPC_TIMEOUT:?}", url.host))?
+            .map_err(|e| format!("cannot resolve {}: {e}", url.host))?;
+        if addresses.next().is_none() {
+            return Err(format!("cannot resolve {}: it has no address", url.host));
+        }
         let connecting = async {
             match url.transport {
                 Transport::Grpc => grpc::GrpcLink::connect(url, tls).await.map(Link::Grpc),

@@ -21,7 +21,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use netdiv_tests::network_run::{loadgen, Cluster, LoadgenRun};
+use netdiv_tests::network_run::{loadgen, BenchClusters, LoadgenRun, Setup};
 use netdiv_tests::{median, summary_value, unique_temp_dir, write_file};
 
 /// Prints a markdown table of the network tax (throughput lost, p99 latency
@@ -80,24 +80,6 @@ const SIZES: &[Size] = &[
     },
 ];
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Setup {
-    InProcess,
-    Grpc,
-    Quic,
-}
-
-impl Setup {
-    fn name(self) -> &'static str {
-        match self {
-            Setup::InProcess => "in-process",
-            Setup::Grpc => "gRPC",
-            Setup::Quic => "QUIC",
-        }
-    }
-}
-
-const SETUPS: [Setup; 3] = [Setup::InProcess, Setup::Grpc, Setup::Quic];
 const SCENARIOS: [&str; 2] = ["Offline", "Server"];
 
 /// Throughput and tail latency of one run.
@@ -161,7 +143,7 @@ fn run_once(
     setup: Setup,
     size: &Size,
     scenario: &str,
-    clusters: &[(Setup, Cluster)],
+    clusters: &BenchClusters,
 ) -> Result<Measure> {
     let run_dir = unique_temp_dir(&format!("tax-{}-{scenario}", setup.name()))?;
     let conf = write_file(dir, "user.conf", &cli.user_conf())?;
@@ -183,8 +165,9 @@ fn run_once(
     .iter()
     .map(|s| s.to_string())
     .collect();
-    match setup {
-        Setup::InProcess => args.extend([
+    match clusters.flags(setup) {
+        Some(flags) => args.extend(flags),
+        None => args.extend([
             "--sut".to_string(),
             "null".into(),
             "--synthetic-batch-cost-us".into(),
@@ -196,14 +179,6 @@ fn run_once(
             "--synthetic-max-batch".into(),
             cli.max_batch.to_string(),
         ]),
-        network => {
-            let cluster = clusters
-                .iter()
-                .find(|(s, _)| *s == network)
-                .map(|(_, c)| c)
-                .context("no cluster for this transport")?;
-            args.extend(cluster.loadgen_flags());
-        }
     }
     let timeout = Duration::from_millis(cli.duration_ms * 4 + 60_000);
     let run = loadgen(&run_dir, &args, timeout)?;
@@ -255,24 +230,15 @@ fn bench(cli: &Cli) -> Result<String> {
         let names: Vec<String> = (1..=cli.nodes).map(|i| format!("tax-node-{i}")).collect();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let config = cli.node_config(size.benchmark);
-        let clusters = vec![
-            (
-                Setup::Grpc,
-                Cluster::start(&dir.join("grpc"), "grpc", &names, &config, &[])?,
-            ),
-            (
-                Setup::Quic,
-                Cluster::start(&dir.join("quic"), "quic", &names, &config, &[])?,
-            ),
-        ];
+        let clusters = BenchClusters::start(&dir, &names, &config, &[])?;
         for scenario in SCENARIOS
             .iter()
             .copied()
             .filter(|s| cli.scenarios.iter().any(|c| c == s))
         {
-            let mut samples: Vec<Vec<Measure>> = vec![Vec::new(); SETUPS.len()];
+            let mut samples: Vec<Vec<Measure>> = vec![Vec::new(); Setup::ALL.len()];
             for round in 0..cli.repeat {
-                for (i, setup) in SETUPS.iter().enumerate() {
+                for (i, setup) in Setup::ALL.iter().enumerate() {
                     eprintln!(
                         "network-tax: {} {scenario} {} (run {}/{})",
                         size.label,

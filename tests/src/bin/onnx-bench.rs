@@ -23,7 +23,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use netdiv_tests::network_run::{loadgen, Cluster};
+use netdiv_tests::network_run::{loadgen, BenchClusters, Setup};
 use netdiv_tests::{
     machine_description, median, onnxruntime_files, summary_value, unique_temp_dir, write_file,
     OnnxFiles,
@@ -49,24 +49,13 @@ struct Cli {
     quick: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Setup {
-    InProcess,
-    Grpc,
-    Quic,
-}
-
-impl Setup {
-    fn name(self) -> &'static str {
-        match self {
-            Setup::InProcess => "in-process",
-            Setup::Grpc => "QDL, gRPC",
-            Setup::Quic => "QDL, QUIC",
-        }
+/// The setup as the table names it.
+fn bench_name(setup: Setup) -> String {
+    match setup {
+        Setup::InProcess => setup.name().to_string(),
+        network => format!("QDL, {}", network.name()),
     }
 }
-
-const SETUPS: [Setup; 3] = [Setup::InProcess, Setup::Grpc, Setup::Quic];
 
 /// A sut-node config of the graph with `sessions` sessions of one thread.
 fn node_config(files: &OnnxFiles, sessions: usize) -> String {
@@ -84,7 +73,7 @@ fn run_once(
     dir: &Path,
     setup: Setup,
     files: &OnnxFiles,
-    clusters: &[(Setup, Cluster)],
+    clusters: &BenchClusters,
     target_qps: f64,
 ) -> Result<f64> {
     let run_dir = unique_temp_dir(&format!("onnx-bench-{setup:?}"))?;
@@ -115,8 +104,9 @@ fn run_once(
     .iter()
     .map(|s| s.to_string())
     .collect();
-    match setup {
-        Setup::InProcess => {
+    match clusters.flags(setup) {
+        Some(flags) => args.extend(flags),
+        None => {
             let config = write_file(dir, "in-process.toml", &node_config(files, cli.sessions))?;
             args.extend([
                 "--sut".to_string(),
@@ -124,14 +114,6 @@ fn run_once(
                 "--node-config".into(),
                 config.display().to_string(),
             ]);
-        }
-        network => {
-            let cluster = clusters
-                .iter()
-                .find(|(s, _)| *s == network)
-                .map(|(_, c)| c)
-                .context("no cluster for this transport")?;
-            args.extend(cluster.loadgen_flags());
         }
     }
     let timeout = Duration::from_millis(cli.duration_ms * 4 + 120_000);
@@ -141,7 +123,7 @@ fn run_once(
     summary_value(&summary, "Samples per second")
         .context("no samples per second in the summary")?
         .parse::<f64>()
-        .with_context(|| format!("{} in {}", setup.name(), run_dir.display()))
+        .with_context(|| format!("{} in {}", bench_name(setup), run_dir.display()))
 }
 
 fn bench(cli: &Cli) -> Result<String> {
@@ -151,28 +133,7 @@ fn bench(cli: &Cli) -> Result<String> {
     let names: Vec<String> = (0..cli.sessions).map(|i| format!("onnx-{i}")).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let one_session = node_config(&files, 1);
-    let clusters = vec![
-        (
-            Setup::Grpc,
-            Cluster::start(
-                &dir.join("grpc"),
-                "grpc",
-                &names,
-                &one_session,
-                &["--onnxruntime-lib", &lib],
-            )?,
-        ),
-        (
-            Setup::Quic,
-            Cluster::start(
-                &dir.join("quic"),
-                "quic",
-                &names,
-                &one_session,
-                &["--onnxruntime-lib", &lib],
-            )?,
-        ),
-    ];
+    let clusters = BenchClusters::start(&dir, &names, &one_session, &["--onnxruntime-lib", &lib])?;
     // A first short in-process run (about 66 samples) sizes Offline: ask
     // for a little more than the sessions can do, so every run lasts its
     // minimum duration.
@@ -184,9 +145,9 @@ fn bench(cli: &Cli) -> Result<String> {
     let target = capacity * 1.2;
     eprintln!("onnx-bench: in-process probe {capacity:.1} samples/s; Offline target {target:.1}");
 
-    let mut results: Vec<Vec<f64>> = vec![Vec::new(); SETUPS.len()];
+    let mut results: Vec<Vec<f64>> = vec![Vec::new(); Setup::ALL.len()];
     for round in 0..cli.repeat {
-        for (i, setup) in SETUPS.iter().enumerate() {
+        for (i, setup) in Setup::ALL.iter().enumerate() {
             let v = run_once(cli, &dir, *setup, &files, &clusters, target)?;
             eprintln!(
                 "onnx-bench: round {round}: {} {v:.2} samples/s",
@@ -203,11 +164,11 @@ fn bench(cli: &Cli) -> Result<String> {
         "| setup | samples/s | vs in-process | throughput lost |"
     )?;
     writeln!(out, "|---|---:|---:|---:|")?;
-    for (setup, v) in SETUPS.iter().zip(&medians) {
+    for (setup, v) in Setup::ALL.iter().zip(&medians) {
         writeln!(
             out,
             "| {} | {v:.2} | {:.4} | {:+.2} % |",
-            setup.name(),
+            bench_name(*setup),
             v / base,
             (base - v) / base * 100.0
         )?;
