@@ -865,6 +865,21 @@ pub fn median(values: &[f64]) -> f64 {
     }
 }
 
+/// A benchmark binary's ending: its report on stdout, or its error on
+/// stderr and a failing exit status.
+pub fn finish_benchmark(name: &str, report: Result<String>) -> std::process::ExitCode {
+    match report {
+        Ok(text) => {
+            print!("{text}");
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{name}: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

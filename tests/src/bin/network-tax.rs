@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use netdiv_tests::network_run::{loadgen, BenchClusters, LoadgenRun, Setup};
-use netdiv_tests::{median, summary_value, unique_temp_dir, write_file};
+use netdiv_tests::{finish_benchmark, median, summary_value, unique_temp_dir, write_file};
 
 /// Prints a markdown table of the network tax (throughput lost, p99 latency
 /// added) of the QDL over gRPC and QUIC against the same synthetic backend
@@ -203,16 +203,7 @@ fn main() -> ExitCode {
         cli.repeat = 1;
         cli.duration_ms = 2000;
     }
-    match bench(&cli) {
-        Ok(table) => {
-            print!("{table}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("network-tax: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    finish_benchmark("network-tax", bench(&cli))
 }
 
 fn bench(cli: &Cli) -> Result<String> {

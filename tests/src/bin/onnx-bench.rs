@@ -25,8 +25,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use netdiv_tests::network_run::{loadgen, BenchClusters, Setup};
 use netdiv_tests::{
-    machine_description, median, onnxruntime_files, summary_value, unique_temp_dir, write_file,
-    OnnxFiles,
+    finish_benchmark, machine_description, median, onnxruntime_files, summary_value,
+    unique_temp_dir, write_file, OnnxFiles,
 };
 
 /// Prints a markdown table: Offline samples/s of the ResNet-50-shaped graph
@@ -201,14 +201,5 @@ fn main() -> ExitCode {
         cli.repeat = 1;
         cli.duration_ms = 3000;
     }
-    match bench(&cli) {
-        Ok(table) => {
-            print!("{table}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("onnx-bench: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    finish_benchmark("onnx-bench", bench(&cli))
 }
