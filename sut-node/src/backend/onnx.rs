@@ -142,6 +142,30 @@ fn runtime_library(config: &OnnxConfig) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("libonnxruntime.so"))
 }
 
+const CUDA: &str = "CUDAExecutionProvider";
+const CPU: &str = "CPUExecutionProvider";
+
+/// One session of `model`, on CUDA (or failing) when `cuda`, else the CPU.
+fn open_session(
+    environment: &ort::environment::Environment,
+    model: &Path,
+    intra_threads: usize,
+    cuda: bool,
+) -> Result<Session, String> {
+    let mut builder = Session::builder(environment).map_err(|e| e.to_string())?;
+    if intra_threads > 0 {
+        builder = builder
+            .with_intra_threads(intra_threads)
+            .map_err(|e| e.to_string())?;
+    }
+    if cuda {
+        builder = builder
+            .with_execution_providers([ep::CUDA::default().build().error_on_failure()])
+            .map_err(|e| format!("CUDA execution provider: {e}"))?;
+    }
+    builder.commit_from_file(model).map_err(|e| e.to_string())
+}
+
 /// The version the library reports (`OrtGetApiBase()->GetVersionString()`),
 /// for Info and the system description.
 fn runtime_version(library: &Path) -> Option<String> {
@@ -190,29 +214,24 @@ impl OnnxBackend {
             .build()
             .map_err(|e| runtime_error(e.to_string()))?;
         let cuda_built = ep::CUDA::is_available().unwrap_or(false);
-        let provider = match (config.execution_provider, cuda_built) {
+        let open = |cuda: bool| open_session(&environment, &model, config.intra_threads, cuda);
+        let (first, provider) = match (config.execution_provider, cuda_built) {
             (Provider::Cuda, false) => return Err(OnnxError::NoCuda),
-            (Provider::Cuda | Provider::Auto, true) => "CUDAExecutionProvider",
-            _ => "CPUExecutionProvider",
+            (Provider::Cuda, true) => (open(true).map_err(model_error)?, CUDA),
+            // A GPU build on a machine whose GPU is missing or busy: the
+            // CPU still serves, and Info says which one runs.
+            (Provider::Auto, true) => match open(true) {
+                Ok(session) => (session, CUDA),
+                Err(e) => {
+                    eprintln!("sut-node: CUDA is not usable ({e}); running on the CPU");
+                    (open(false).map_err(model_error)?, CPU)
+                }
+            },
+            _ => (open(false).map_err(model_error)?, CPU),
         };
-        let mut sessions = Vec::new();
-        for _ in 0..config.devices.max(1) {
-            let mut builder =
-                Session::builder(&environment).map_err(|e| model_error(e.to_string()))?;
-            if config.intra_threads > 0 {
-                builder = builder
-                    .with_intra_threads(config.intra_threads)
-                    .map_err(|e| model_error(e.to_string()))?;
-            }
-            if provider == "CUDAExecutionProvider" {
-                builder = builder
-                    .with_execution_providers([ep::CUDA::default().build().error_on_failure()])
-                    .map_err(|e| model_error(format!("CUDA execution provider: {e}")))?;
-            }
-            let session = builder
-                .commit_from_file(&model)
-                .map_err(|e| model_error(e.to_string()))?;
-            sessions.push(session);
+        let mut sessions = vec![first];
+        for _ in 1..config.devices.max(1) {
+            sessions.push(open(provider == CUDA).map_err(model_error)?);
         }
         let (input, model_dtype) = input_spec(&sessions[0], config).map_err(model_error)?;
         let output_name = output_name(&sessions[0], config).map_err(model_error)?;
