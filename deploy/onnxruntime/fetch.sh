@@ -49,33 +49,25 @@ PY
   return "$status"
 }
 
-fetch_runtime() {
-  local dir="$cache/$ORT_VERSION"
-  local lib="$dir/libonnxruntime.so.$ORT_VERSION"
-  mkdir -p "$dir"
-  if [[ ! -f "$lib" ]]; then
-    extract_from_wheel onnxruntime "$ORT_VERSION" \
-      "onnxruntime/capi/libonnxruntime.so.$ORT_VERSION" "$lib"
+# Prints `dest`, extracting it from the wheel first unless it is cached.
+fetch_once() {
+  local dest="$1" package="$2" version="$3" member="$4"
+  mkdir -p "$(dirname "$dest")"
+  if [[ ! -f "$dest" ]]; then
+    extract_from_wheel "$package" "$version" "$member" "$dest"
   fi
-  echo "$lib"
-}
-
-fetch_resnet50() {
-  local dir="$cache/models"
-  local model="$dir/light_resnet50.onnx"
-  mkdir -p "$dir"
-  if [[ ! -f "$model" ]]; then
-    extract_from_wheel onnx "$ONNX_VERSION" \
-      "onnx/backend/test/data/light/light_resnet50.onnx" "$model"
-  fi
-  echo "$model"
+  echo "$dest"
 }
 
 [[ $# -eq 0 ]] && set -- runtime
 for what in "$@"; do
   case "$what" in
-    runtime) fetch_runtime ;;
-    resnet50) fetch_resnet50 ;;
+    runtime)
+      fetch_once "$cache/$ORT_VERSION/libonnxruntime.so.$ORT_VERSION" onnxruntime "$ORT_VERSION" \
+        "onnxruntime/capi/libonnxruntime.so.$ORT_VERSION" ;;
+    resnet50)
+      fetch_once "$cache/models/light_resnet50.onnx" onnx "$ONNX_VERSION" \
+        "onnx/backend/test/data/light/light_resnet50.onnx" ;;
     *) echo "fetch.sh: unknown item '$what' (expected runtime or resnet50)" >&2; exit 2 ;;
   esac
 done

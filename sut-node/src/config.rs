@@ -8,7 +8,7 @@ use clap::{Parser, ValueEnum};
 use netdiv_proto::codec::Codec;
 use serde::Deserialize;
 
-use crate::backend::onnx::{relative_to, OnnxConfig, Provider};
+use crate::backend::onnx::{OnnxConfig, Provider};
 use crate::backend::synthetic::SyntheticConfig;
 use crate::backend::{BackendConfig, BackendKind};
 use crate::batcher::BatchPolicy;
@@ -104,12 +104,13 @@ impl FileConfig {
             .with_context(|| format!("cannot read config file {}", path.display()))?;
         let mut file: FileConfig =
             toml::from_str(&text).with_context(|| format!("config file {}", path.display()))?;
+        // join keeps absolute paths as they are.
         let base = path.parent().unwrap_or(Path::new("."));
         for p in [&mut file.onnx.model, &mut file.onnx.runtime_library]
             .into_iter()
             .flatten()
         {
-            *p = relative_to(base, p);
+            *p = base.join(&*p);
         }
         Ok(file)
     }

@@ -41,13 +41,12 @@ impl Link {
         // Resolve first, so an unknown host name says so instead of
         // ending as a connect timeout.
         let resolving = tokio::net::lookup_host((url.host.as_str(), url.port));
-        let mut addresses = tokio::time::timeout(RPC_TIMEOUT, resolving)
+        let addr = tokio::time::timeout(RPC_TIMEOUT, resolving)
             .await
             .map_err(|_| format!("cannot resolve {} within {RPC_TIMEOUT:?}", url.host))?
-            .map_err(|e| format!("cannot resolve {}: {e}", url.host))?;
-        if addresses.next().is_none() {
-            return Err(format!("cannot resolve {}: it has no address", url.host));
-        }
+            .map_err(|e| format!("cannot resolve {}: {e}", url.host))?
+            .next()
+            .ok_or_else(|| format!("cannot resolve {}: it has no address", url.host))?;
         let connecting = async {
             match url.transport {
                 Transport::Grpc => grpc::GrpcLink::connect(url, tls).await.map(Link::Grpc),
@@ -56,7 +55,9 @@ impl Link {
                         "QUIC always runs over TLS: give the CA of the nodes' certificates \
                          (--tls-ca, or --dev-tls DIR)",
                     )?;
-                    quic::QuicLink::connect(url, tls).await.map(Link::Quic)
+                    quic::QuicLink::connect(url, addr, tls)
+                        .await
+                        .map(Link::Quic)
                 }
             }
         };

@@ -29,12 +29,12 @@ enum StreamError {
 }
 
 impl QuicLink {
-    pub async fn connect(url: &NodeUrl, tls: &ClientTls) -> Result<QuicLink, String> {
-        let addr: SocketAddr = tokio::net::lookup_host((url.host.as_str(), url.port))
-            .await
-            .map_err(|e| format!("cannot resolve {}: {e}", url.host))?
-            .next()
-            .ok_or_else(|| format!("{} resolves to no address", url.host))?;
+    /// Connects to `url`'s node at `addr` (its host, resolved).
+    pub async fn connect(
+        url: &NodeUrl,
+        addr: SocketAddr,
+        tls: &ClientTls,
+    ) -> Result<QuicLink, String> {
         let crypto = tls.rustls(netdiv_proto::ALPN).map_err(|e| e.to_string())?;
         let mut config = quinn::ClientConfig::new(Arc::new(
             quinn::crypto::rustls::QuicClientConfig::try_from(crypto)

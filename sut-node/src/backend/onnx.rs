@@ -101,7 +101,6 @@ struct InputSpec {
     sample_dims: Vec<usize>,
     /// Whether the batch dimension is dynamic (else it is fixed at 1).
     dynamic_batch: bool,
-    elements: usize,
 }
 
 /// A loaded model: one session per device.
@@ -167,7 +166,7 @@ fn open_session(
 }
 
 /// The version the library reports (`OrtGetApiBase()->GetVersionString()`),
-/// for Info and the system description.
+/// for Info.
 fn runtime_version(library: &Path) -> Option<String> {
     #[repr(C)]
     struct ApiBase {
@@ -263,14 +262,9 @@ impl OnnxBackend {
         })
     }
 
-    /// The execution provider sessions run on.
-    pub fn provider(&self) -> &'static str {
-        self.provider
-    }
-
     /// Bytes one sample must have on the wire.
     pub fn sample_bytes(&self) -> usize {
-        self.input.elements * self.pre.wire.size()
+        self.input.sample_dims.iter().product::<usize>() * self.pre.wire.size()
     }
 
     fn shape_text(&self) -> String {
@@ -377,13 +371,11 @@ fn input_spec(session: &Session, config: &OnnxConfig) -> Result<(InputSpec, DTyp
         }
         sample_dims.push(d as usize);
     }
-    let elements = sample_dims.iter().product();
     Ok((
         InputSpec {
             name: outlet.name().to_string(),
             sample_dims,
             dynamic_batch: batch == -1,
-            elements,
         },
         dtype,
     ))
@@ -410,41 +402,29 @@ fn output_bytes(value: &DynValue) -> Result<(DType, Vec<u8>), String> {
     let ValueType::Tensor { ty, .. } = value.dtype() else {
         return Err("the output is not a tensor".into());
     };
-    Ok(match ty {
-        TensorElementType::Float32 => (
-            DType::F32,
-            le(
-                value.try_extract_tensor::<f32>().map_err(err)?.1,
-                f32::to_le_bytes,
-            ),
+    let unsupported = || format!("outputs of element type {ty} are not supported");
+    let dtype = dtype_of(*ty).ok_or_else(unsupported)?;
+    let bytes = match dtype {
+        DType::F32 => le(
+            value.try_extract_tensor::<f32>().map_err(err)?.1,
+            f32::to_le_bytes,
         ),
-        TensorElementType::Int64 => (
-            DType::I64,
-            le(
-                value.try_extract_tensor::<i64>().map_err(err)?.1,
-                i64::to_le_bytes,
-            ),
+        DType::I64 => le(
+            value.try_extract_tensor::<i64>().map_err(err)?.1,
+            i64::to_le_bytes,
         ),
-        TensorElementType::Int32 => (
-            DType::I32,
-            le(
-                value.try_extract_tensor::<i32>().map_err(err)?.1,
-                i32::to_le_bytes,
-            ),
+        DType::I32 => le(
+            value.try_extract_tensor::<i32>().map_err(err)?.1,
+            i32::to_le_bytes,
         ),
-        TensorElementType::Uint8 => (
-            DType::U8,
-            value.try_extract_tensor::<u8>().map_err(err)?.1.to_vec(),
+        DType::U8 => value.try_extract_tensor::<u8>().map_err(err)?.1.to_vec(),
+        DType::I8 => le(
+            value.try_extract_tensor::<i8>().map_err(err)?.1,
+            i8::to_le_bytes,
         ),
-        TensorElementType::Int8 => (
-            DType::I8,
-            le(
-                value.try_extract_tensor::<i8>().map_err(err)?.1,
-                i8::to_le_bytes,
-            ),
-        ),
-        other => return Err(format!("outputs of element type {other} are not supported")),
-    })
+        DType::F16 => return Err(unsupported()),
+    };
+    Ok((dtype, bytes))
 }
 
 impl Backend for OnnxBackend {
@@ -490,12 +470,13 @@ impl Backend for OnnxBackend {
             })
             .collect();
         let good: Vec<usize> = (0..inputs.len()).filter(|&i| results[i].is_ok()).collect();
-        let groups: Vec<&[usize]> = if self.input.dynamic_batch {
-            vec![&good[..]]
+        // One inference for the batch, or one per sample for a batch of 1.
+        let per_inference = if self.input.dynamic_batch {
+            good.len().max(1)
         } else {
-            good.chunks(1).collect()
+            1
         };
-        for group in groups.into_iter().filter(|g| !g.is_empty()) {
+        for group in good.chunks(per_inference) {
             let samples: Vec<&[u8]> = group.iter().map(|&i| inputs[i]).collect();
             match self.infer(device, &samples) {
                 Ok(outputs) => {
@@ -511,14 +492,5 @@ impl Backend for OnnxBackend {
             }
         }
         results
-    }
-}
-
-/// Resolves `path` against `base` when it is relative.
-pub fn relative_to(base: &Path, path: &Path) -> PathBuf {
-    if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        base.join(path)
     }
 }

@@ -29,22 +29,6 @@ pub enum InputElements {
     I64(Vec<i64>),
 }
 
-impl InputElements {
-    pub fn len(&self) -> usize {
-        match self {
-            InputElements::F32(v) => v.len(),
-            InputElements::U8(v) => v.len(),
-            InputElements::I8(v) => v.len(),
-            InputElements::I32(v) => v.len(),
-            InputElements::I64(v) => v.len(),
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
 impl Preprocess {
     /// Checks that this conversion exists; the error names both types.
     pub fn check(&self) -> Result<(), String> {
