@@ -1,16 +1,23 @@
-//! Lossless codecs for samples and responses, and which benchmark may use
-//! which (the compression table of the Network-division rules).
+//! Lossless codecs for samples and responses: encoding, and decoding with
+//! a size limit. Which benchmark may use which, in which direction, is the
+//! benchmark table's business ([`crate::benchmark`]).
 
 use crate::pb;
 
 /// A codec on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Codec {
+    /// The bytes as they are.
     None,
+    /// An lz4 block; its decoded size travels beside it.
     Lz4,
 }
 
 impl Codec {
+    /// Every codec, in the order names are listed to users.
+    pub const ALL: &'static [Codec] = &[Codec::None, Codec::Lz4];
+
+    /// The name users give on command lines and in config files.
     pub fn name(self) -> &'static str {
         match self {
             Codec::None => "none",
@@ -18,6 +25,7 @@ impl Codec {
         }
     }
 
+    /// The wire enum.
     pub fn to_proto(self) -> pb::Codec {
         match self {
             Codec::None => pb::Codec::None,
@@ -34,26 +42,50 @@ impl Codec {
     }
 }
 
+impl std::fmt::Display for Codec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A codec name that is not one of [`Codec::ALL`].
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("unknown codec {0:?} (expected none or lz4)")]
+pub struct UnknownCodec(pub String);
+
 impl std::str::FromStr for Codec {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "none" => Ok(Codec::None),
-            "lz4" => Ok(Codec::Lz4),
-            other => Err(format!("unknown codec {other:?} (expected none or lz4)")),
-        }
+    type Err = UnknownCodec;
+    fn from_str(s: &str) -> Result<Self, UnknownCodec> {
+        Codec::ALL
+            .iter()
+            .copied()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| UnknownCodec(s.into()))
     }
 }
 
 /// Why bytes could not be decoded.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
     /// The announced decoded size is over the limit.
     #[error("decoded size {size} exceeds the limit of {limit} bytes")]
-    TooLarge { size: u64, limit: u64 },
-    /// The lz4 block is corrupt or does not match the announced size.
+    TooLarge {
+        /// The size announced (lz4) or found (none).
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The lz4 block is corrupt.
     #[error("corrupt lz4 data: {0}")]
-    Corrupt(String),
+    Corrupt(#[from] lz4_flex::block::DecompressError),
+    /// The lz4 block decoded to another size than the one announced.
+    #[error("corrupt lz4 data: decoded {decoded} bytes, {announced} announced")]
+    SizeMismatch {
+        /// Bytes the block held.
+        decoded: u64,
+        /// Bytes the message announced.
+        announced: u64,
+    },
 }
 
 /// Encodes `data` (lz4: a raw block; the decoded size travels beside it).
@@ -88,47 +120,17 @@ pub fn decode(
                     limit,
                 });
             }
-            let out = lz4_flex::block::decompress(data, decoded_size as usize)
-                .map_err(|e| DecodeError::Corrupt(e.to_string()))?;
+            let out = lz4_flex::block::decompress(data, decoded_size as usize)?;
             if out.len() as u64 != decoded_size {
-                return Err(DecodeError::Corrupt(format!(
-                    "decoded {} bytes, {} announced",
-                    out.len(),
-                    decoded_size
-                )));
+                return Err(DecodeError::SizeMismatch {
+                    decoded: out.len() as u64,
+                    announced: decoded_size,
+                });
             }
             Ok(out)
         }
     }
 }
-
-/// Codecs the rules' compression table allows for a benchmark's inputs
-/// (and, for 3D-UNet and DLRMv2, outputs). JPEG, where allowed, is the
-/// dataset's own encoding and not a netdiv codec. Benchmarks the table does
-/// not name get no compression: a scheme needs the Working Group's approval.
-pub fn allowed_codecs(benchmark: &str) -> &'static [Codec] {
-    const LOSSLESS: &[Codec] = &[Codec::None, Codec::Lz4];
-    const NONE_ONLY: &[Codec] = &[Codec::None];
-    match benchmark {
-        "resnet50" | "retinanet" | "3d-unet" | "bert" | "bert-99" | "bert-99.9" | "dlrm-v2"
-        | "dlrm-v2-99" | "dlrm-v2-99.9" => LOSSLESS,
-        // GPT-J, Llama2, Mixtral-8x7B and SDXL: no compression allowed.
-        _ => NONE_ONLY,
-    }
-}
-
-/// The benchmarks the table names, for documentation and `--help`.
-pub const TABLE: &[(&str, &str)] = &[
-    ("resnet50", "none, lz4 (or the dataset's JPEG)"),
-    ("retinanet", "none, lz4 (or the dataset's JPEG)"),
-    ("3d-unet", "none, lz4 (inputs and outputs)"),
-    ("bert", "none, lz4"),
-    ("gptj", "none"),
-    ("llama2-70b", "none (the table allows no scheme)"),
-    ("mixtral-8x7b", "none"),
-    ("dlrm-v2", "none, lz4 (per query in Server)"),
-    ("stable-diffusion-xl", "none"),
-];
 
 #[cfg(test)]
 mod tests {
@@ -149,7 +151,7 @@ mod tests {
         ));
         assert!(matches!(
             decode(Codec::Lz4, &packed, data.len() as u64 - 1, 1 << 20),
-            Err(DecodeError::Corrupt(_))
+            Err(DecodeError::Corrupt(_) | DecodeError::SizeMismatch { .. })
         ));
         assert!(matches!(
             decode(Codec::Lz4, b"\xff\xff\xff garbage", 50, 1 << 20),
@@ -158,24 +160,19 @@ mod tests {
     }
 
     #[test]
-    fn table_follows_the_rules() {
-        for b in [
-            "gptj",
-            "mixtral-8x7b",
-            "stable-diffusion-xl",
-            "llama2-70b",
-            "unknown",
-        ] {
-            assert_eq!(allowed_codecs(b), &[Codec::None], "{b}");
-        }
-        for b in ["resnet50", "bert", "3d-unet", "dlrm-v2", "retinanet"] {
-            assert!(allowed_codecs(b).contains(&Codec::Lz4), "{b}");
-        }
-    }
-
-    #[test]
     fn unknown_wire_codec_is_none() {
         assert_eq!(Codec::from_wire(1), Some(Codec::Lz4));
         assert_eq!(Codec::from_wire(7), None);
+    }
+
+    #[test]
+    fn names_parse_back() {
+        for c in Codec::ALL {
+            assert_eq!(c.name().parse::<Codec>(), Ok(*c));
+        }
+        assert_eq!(
+            "zstd".parse::<Codec>().unwrap_err().to_string(),
+            "unknown codec \"zstd\" (expected none or lz4)"
+        );
     }
 }

@@ -8,11 +8,17 @@ use std::fmt;
 /// Element type of a tensor sample.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DType {
+    /// `uint8`.
     U8,
+    /// `int8`.
     I8,
+    /// `int32`.
     I32,
+    /// `int64`.
     I64,
+    /// `float16`.
     F16,
+    /// `float32`.
     F32,
 }
 
@@ -82,16 +88,21 @@ impl fmt::Display for DType {
     }
 }
 
+/// An element type name that is not one of [`DType::ALL`].
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("unknown dtype {name:?} (expected {})", DType::ALL.iter().map(|d| d.name()).collect::<Vec<_>>().join(", "))]
+pub struct UnknownDType {
+    /// The name as given.
+    pub name: String,
+}
+
 impl std::str::FromStr for DType {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownDType;
+    fn from_str(s: &str) -> Result<Self, UnknownDType> {
         DType::ALL
             .iter()
             .copied()
             .find(|d| d.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = DType::ALL.iter().map(|d| d.name()).collect();
-                format!("unknown dtype {s:?} (expected {})", names.join(", "))
-            })
+            .ok_or_else(|| UnknownDType { name: s.into() })
     }
 }

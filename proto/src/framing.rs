@@ -5,21 +5,31 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use prost::Message;
 
-/// Largest frame either side accepts by default (64 MiB).
-pub const DEFAULT_MAX_FRAME: usize = 64 << 20;
-
 /// A framing problem; the stream cannot continue after it.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum FrameError {
     /// The length prefix announces more than the limit.
     #[error("frame of {len} bytes exceeds the limit of {limit}")]
-    TooLarge { len: usize, limit: usize },
+    TooLarge {
+        /// The length announced.
+        len: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// The stream ended inside a frame.
     #[error("stream ended inside a frame ({buffered} bytes buffered)")]
-    Truncated { buffered: usize },
+    Truncated {
+        /// Bytes of the unfinished frame.
+        buffered: usize,
+    },
     /// The frame is not a valid protobuf message of the expected type.
-    #[error("frame is not a valid {what}: {reason}")]
-    Malformed { what: &'static str, reason: String },
+    #[error("frame is not a valid {what}: {source}")]
+    Malformed {
+        /// The message type expected.
+        what: &'static str,
+        /// What protobuf decoding found.
+        source: prost::DecodeError,
+    },
 }
 
 /// Encodes one message as a frame.
@@ -39,6 +49,7 @@ pub struct FrameDecoder {
 }
 
 impl FrameDecoder {
+    /// A decoder that refuses frames over `max` bytes.
     pub fn new(max: usize) -> Self {
         Self {
             buf: BytesMut::new(),
@@ -85,10 +96,7 @@ impl FrameDecoder {
 
 /// Decodes a frame's message.
 pub fn decode<M: Message + Default>(frame: &[u8], what: &'static str) -> Result<M, FrameError> {
-    M::decode(frame).map_err(|e| FrameError::Malformed {
-        what,
-        reason: e.to_string(),
-    })
+    M::decode(frame).map_err(|source| FrameError::Malformed { what, source })
 }
 
 #[cfg(test)]

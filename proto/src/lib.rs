@@ -2,25 +2,36 @@
 //!
 //! The session-layer API between the LoadGen node and the sut-nodes: the
 //! protobuf messages and gRPC service of `netdiv.v1` (compiled with protox,
-//! no system protoc), the QUIC framing that carries the same messages, and
-//! the lossless codecs the rules approve per benchmark, and the QUIC
-//! transport parameters both ends share.
+//! no system protoc), the QUIC framing that carries the same messages, the
+//! lossless codecs, the one benchmark table (samples, data-set sizes and
+//! the codecs the rules allow per direction), and the wire limits,
+//! transport settings and shutdown timeouts both ends share.
 //!
 //! It owns the wire and its validation; it knows nothing of LoadGens or
 //! backends. Wire types stay under [`pb`]; the rest of netdiv converts them
 //! at the edge with the checks in [`sample`].
+//!
+//! * [`benchmark`]: every benchmark by any of its names, and its codecs;
+//! * [`codec`]: encoding and size-limited decoding;
+//! * [`dtype`]: tensor element types, as numpy names them;
+//! * [`framing`]: QUIC's length-prefixed frames;
+//! * [`sample`]: samples and completions checked at the edge;
+//! * [`transport`]: limits, windows, keep-alives and timeouts.
 
+pub mod benchmark;
 pub mod codec;
 pub mod dtype;
 pub mod framing;
-pub mod quic;
 pub mod sample;
+pub mod transport;
 
 /// Generated protobuf types and the gRPC client and server of `netdiv.v1`.
 #[allow(clippy::all, missing_docs)]
 pub mod pb {
     tonic::include_proto!("netdiv.v1");
 }
+
+pub use benchmark::{Benchmark, Direction};
 
 /// The protocol version of this package.
 pub const PROTOCOL_VERSION: u32 = 1;

@@ -3,38 +3,50 @@
 
 use bytes::Bytes;
 
+use crate::benchmark::{Benchmark, CodecNotAllowed, Direction};
 use crate::codec::{self, Codec, DecodeError};
 use crate::pb;
 
 /// A sample whose codec is known and allowed and whose data decoded.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InputSample {
+    /// The LoadGen's response id, echoed in the completion.
     pub response_id: u64,
+    /// The decoded input.
     pub data: Bytes,
 }
 
 /// Why a wire sample was refused. Each names the response id.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
 pub enum InvalidSample {
     /// `codec` holds a value this protocol version does not define.
     #[error("sample {response_id}: unknown codec value {value}")]
-    UnknownCodec { response_id: u64, value: i32 },
-    /// `codec` is not approved for this node's benchmark.
-    #[error("sample {response_id}: codec {codec} is not allowed here (allowed: {allowed})")]
-    CodecNotAllowed {
+    UnknownCodec {
+        /// The sample.
         response_id: u64,
-        codec: &'static str,
-        allowed: String,
+        /// The wire value.
+        value: i32,
+    },
+    /// `codec` is not approved for this node's benchmark.
+    #[error("sample {response_id}: {source}")]
+    CodecNotAllowed {
+        /// The sample.
+        response_id: u64,
+        /// What the rules allow instead.
+        source: CodecNotAllowed,
     },
     /// `data` could not be decoded.
     #[error("sample {response_id}: {source}")]
     Decode {
+        /// The sample.
         response_id: u64,
+        /// Why.
         source: DecodeError,
     },
 }
 
 impl InvalidSample {
+    /// The sample refused.
     pub fn response_id(&self) -> u64 {
         match self {
             InvalidSample::UnknownCodec { response_id, .. }
@@ -44,10 +56,25 @@ impl InvalidSample {
     }
 }
 
-/// Decodes and checks one wire sample. Decoding is timed SUT work.
+/// Why a completion's output cannot be handed to the LoadGen.
+#[derive(Debug, thiserror::Error)]
+pub enum InvalidCompletion {
+    /// `codec` holds a value this protocol version does not define.
+    #[error("unknown response codec value {0}")]
+    UnknownCodec(i32),
+    /// The rules allow no such compression of this benchmark's outputs.
+    #[error(transparent)]
+    CodecNotAllowed(#[from] CodecNotAllowed),
+    /// `data` could not be decoded.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+}
+
+/// Decodes and checks one wire sample against the codecs `benchmark`
+/// allows for inputs. Decoding is timed SUT work.
 pub fn accept_sample(
     sample: pb::Sample,
-    allowed: &[Codec],
+    benchmark: &Benchmark,
     max_decoded: u64,
 ) -> Result<InputSample, InvalidSample> {
     let response_id = sample.response_id;
@@ -55,37 +82,29 @@ pub fn accept_sample(
         response_id,
         value: sample.codec,
     })?;
-    if !allowed.contains(&codec) {
-        return Err(InvalidSample::CodecNotAllowed {
+    benchmark
+        .check_codec(Direction::Input, codec)
+        .map_err(|source| InvalidSample::CodecNotAllowed {
             response_id,
-            codec: codec.name(),
-            allowed: allowed
-                .iter()
-                .map(|c| c.name())
-                .collect::<Vec<_>>()
-                .join(", "),
-        });
-    }
+            source,
+        })?;
+    let decode_error = |source| InvalidSample::Decode {
+        response_id,
+        source,
+    };
     let data = match codec {
         Codec::None => {
             if sample.data.len() as u64 > max_decoded {
-                return Err(InvalidSample::Decode {
-                    response_id,
-                    source: DecodeError::TooLarge {
-                        size: sample.data.len() as u64,
-                        limit: max_decoded,
-                    },
-                });
+                return Err(decode_error(DecodeError::TooLarge {
+                    size: sample.data.len() as u64,
+                    limit: max_decoded,
+                }));
             }
             sample.data
         }
         c => Bytes::from(
-            codec::decode(c, &sample.data, sample.decoded_size, max_decoded).map_err(|source| {
-                InvalidSample::Decode {
-                    response_id,
-                    source,
-                }
-            })?,
+            codec::decode(c, &sample.data, sample.decoded_size, max_decoded)
+                .map_err(decode_error)?,
         ),
     };
     Ok(InputSample { response_id, data })
@@ -104,14 +123,18 @@ pub fn completion(response_id: u64, output: &[u8], codec: Codec) -> pb::Completi
 }
 
 /// The decoded output of a completion without an error, at most `limit`
-/// bytes. Decoding is timed work of whoever receives it (the QDL).
-pub fn completion_output(c: pb::Completion, limit: u64) -> Result<Bytes, String> {
-    match Codec::from_wire(c.codec) {
-        Some(Codec::None) => Ok(c.data),
-        Some(codec) => codec::decode(codec, &c.data, c.decoded_size, limit)
-            .map(Bytes::from)
-            .map_err(|e| e.to_string()),
-        None => Err(format!("unknown response codec value {}", c.codec)),
+/// bytes, in a codec `benchmark` allows for outputs. Decoding is timed
+/// work of whoever receives it (the QDL).
+pub fn completion_output(
+    c: pb::Completion,
+    benchmark: &Benchmark,
+    limit: u64,
+) -> Result<Bytes, InvalidCompletion> {
+    let codec = Codec::from_wire(c.codec).ok_or(InvalidCompletion::UnknownCodec(c.codec))?;
+    benchmark.check_codec(Direction::Output, codec)?;
+    match codec {
+        Codec::None => Ok(c.data),
+        codec => Ok(codec::decode(codec, &c.data, c.decoded_size, limit)?.into()),
     }
 }
 
@@ -146,43 +169,59 @@ mod tests {
         }
     }
 
+    fn benchmark(name: &str) -> Benchmark {
+        Benchmark::parse(name).unwrap()
+    }
+
     #[test]
     fn accepts_plain_and_lz4_samples() {
-        let plain = accept_sample(wire(0, vec![1, 2, 3], 0), &[Codec::None], 10).unwrap();
+        let plain = accept_sample(wire(0, vec![1, 2, 3], 0), &benchmark("gptj"), 10).unwrap();
         assert_eq!(&plain.data[..], &[1, 2, 3]);
         let raw = vec![5u8; 1000];
         let packed = codec::encode(Codec::Lz4, &raw);
-        let s = accept_sample(wire(1, packed, 1000), &[Codec::None, Codec::Lz4], 4096).unwrap();
+        let s = accept_sample(wire(1, packed, 1000), &benchmark("bert-99"), 4096).unwrap();
         assert_eq!(&s.data[..], &raw[..]);
     }
 
     #[test]
     fn completion_outputs_decode_or_say_why_not() {
+        let unet = benchmark("3d-unet-99.9");
         let out = vec![7u8; 500];
         let c = completion(3, &out, Codec::Lz4);
-        assert_eq!(&completion_output(c.clone(), 1000).unwrap()[..], &out[..]);
-        assert!(completion_output(c.clone(), 10)
-            .unwrap_err()
-            .contains("exceeds"));
-        let unknown = pb::Completion { codec: 9, ..c };
         assert_eq!(
-            completion_output(unknown, 1000).unwrap_err(),
-            "unknown response codec value 9"
+            &completion_output(c.clone(), &unet, 1000).unwrap()[..],
+            &out[..]
         );
+        assert!(matches!(
+            completion_output(c.clone(), &unet, 10),
+            Err(InvalidCompletion::Decode(DecodeError::TooLarge { .. }))
+        ));
+        assert_eq!(
+            completion_output(c.clone(), &benchmark("resnet50"), 1000)
+                .unwrap_err()
+                .to_string(),
+            "the rules allow no lz4 outputs for resnet50 (allowed: none)"
+        );
+        let unknown = pb::Completion { codec: 9, ..c };
+        assert!(matches!(
+            completion_output(unknown, &unet, 1000),
+            Err(InvalidCompletion::UnknownCodec(9))
+        ));
     }
 
     #[test]
     fn refusals_name_the_sample_and_the_reason() {
-        let e = accept_sample(wire(5, vec![], 0), &[Codec::None], 10).unwrap_err();
+        let gptj = benchmark("gptj");
+        let e = accept_sample(wire(5, vec![], 0), &gptj, 10).unwrap_err();
         assert_eq!(e.to_string(), "sample 9: unknown codec value 5");
-        let e = accept_sample(wire(1, vec![], 0), &[Codec::None], 10).unwrap_err();
+        let e = accept_sample(wire(1, vec![], 0), &gptj, 10).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "sample 9: codec lz4 is not allowed here (allowed: none)"
+            "sample 9: the rules allow no lz4 inputs for gptj (allowed: none)"
         );
-        let e = accept_sample(wire(0, vec![0; 11], 0), &[Codec::None], 10).unwrap_err();
+        let e = accept_sample(wire(0, vec![0; 11], 0), &gptj, 10).unwrap_err();
         assert!(e.to_string().contains("exceeds the limit of 10"));
-        let e = accept_sample(wire(1, vec![0xf0, 1], 100), &[Codec::Lz4], 1000).unwrap_err();
+        let e = accept_sample(wire(1, vec![0xf0, 1], 100), &benchmark("bert"), 1000).unwrap_err();
         assert!(
             e.to_string().starts_with("sample 9: corrupt lz4 data"),
             "{e}"

@@ -16,12 +16,15 @@
 //! * [`name`]: the aggregated `Name()` the rules require;
 //! * [`node_url`]: `grpc://host:port` / `quic://host:port` addresses;
 //! * [`samples`]: the QSL's sample store (synthetic or `.npy` data, loaded
-//!   and compressed at LoadSamplesToRam) and per-benchmark defaults;
+//!   and compressed at LoadSamplesToRam);
 //! * [`tls`]: client TLS and mTLS for both transports;
-//! * `link` (private): the gRPC and QUIC connections.
+//! * [`link`]: the gRPC and QUIC connections, and their typed errors.
+//!
+//! Benchmarks, codecs and wire limits come from `netdiv-proto`, shared with
+//! the sut-node.
 
 pub mod dispatch;
-mod link;
+pub mod link;
 pub mod name;
 pub mod network;
 pub mod node_url;
@@ -30,5 +33,6 @@ pub mod samples;
 pub mod sink;
 pub mod tls;
 
-pub use network::{NetworkSut, QdlConfig, QdlError, QdlStats};
+pub use link::{Call, LinkError};
+pub use network::{describe_nodes, NetworkSut, QdlConfig, QdlError, QdlStats};
 pub use sink::{CompletionSink, Response};

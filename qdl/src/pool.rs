@@ -17,7 +17,9 @@ use crate::dispatch::{DispatchPolicy, Dispatcher};
 /// One sample to run: the LoadGen's response id and where its bytes are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SampleRef {
+    /// The LoadGen's response id.
     pub response_id: u64,
+    /// The sample's QSL index, where its bytes are in the store.
     pub index: usize,
     /// Bytes on the wire, for the in-flight byte budget.
     pub bytes: u64,
@@ -28,22 +30,29 @@ pub struct SampleRef {
 /// `T` is whatever the caller needs back on completion (its sink).
 #[derive(Clone, Debug)]
 pub struct Piece<T> {
+    /// The QDL's id of the query the piece belongs to.
     pub query_id: u64,
+    /// Its samples, in issue order.
     pub samples: Vec<SampleRef>,
+    /// What the caller gets back with each completed sample.
     pub tag: T,
 }
 
 /// An instruction to the transports: send this piece to that node.
 #[derive(Debug)]
-pub struct Send<T> {
+pub struct SendTo<T> {
+    /// The node, by its index in the configured order.
     pub node: usize,
+    /// What to send it.
     pub piece: Piece<T>,
 }
 
 /// How much a node may have in flight before it gets no more work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Window {
+    /// Samples in flight on one node.
     pub samples: u64,
+    /// Bytes of those samples on the wire.
     pub bytes: u64,
 }
 
@@ -69,7 +78,9 @@ struct NodeSlot<T> {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("every SUT node has failed ({failures}); {stranded} samples cannot be completed")]
 pub struct AllNodesFailed {
+    /// Each node's failure, `node 0: ...; node 1: ...`.
     pub failures: String,
+    /// Samples that waited for a node and now cannot run.
     pub stranded: usize,
 }
 
@@ -89,6 +100,8 @@ pub struct Pool<T> {
 }
 
 impl<T: Clone> Pool<T> {
+    /// A pool over `node_count` healthy nodes; `seed` seeds the random
+    /// choices of the dispatch policy.
     pub fn new(node_count: usize, policy: DispatchPolicy, window: Window, seed: u64) -> Self {
         Self {
             nodes: (0..node_count)
@@ -115,7 +128,7 @@ impl<T: Clone> Pool<T> {
     pub fn submit(
         &mut self,
         pieces: impl IntoIterator<Item = Piece<T>>,
-    ) -> Result<Vec<Send<T>>, AllNodesFailed> {
+    ) -> Result<Vec<SendTo<T>>, AllNodesFailed> {
         self.pending.extend(pieces);
         self.pump_or_fail()
     }
@@ -124,7 +137,7 @@ impl<T: Clone> Pool<T> {
     /// given, the tag of each id that counts (`None`: not outstanding on
     /// that node, so already completed or moved; the caller drops it), and
     /// the sends the freed room allows.
-    pub fn complete(&mut self, node: usize, ids: &[u64]) -> (Vec<Option<T>>, Vec<Send<T>>) {
+    pub fn complete(&mut self, node: usize, ids: &[u64]) -> (Vec<Option<T>>, Vec<SendTo<T>>) {
         let slot = &mut self.nodes[node];
         let tags = ids
             .iter()
@@ -147,7 +160,7 @@ impl<T: Clone> Pool<T> {
         node: usize,
         ids: &[u64],
         reason: &str,
-    ) -> Result<Vec<Send<T>>, AllNodesFailed> {
+    ) -> Result<Vec<SendTo<T>>, AllNodesFailed> {
         let slot = &mut self.nodes[node];
         slot.failure
             .get_or_insert_with(|| format!("declined work: {reason}"));
@@ -165,7 +178,7 @@ impl<T: Clone> Pool<T> {
 
     /// `node` is gone (connection lost, protocol error): every sample it
     /// still held goes back to the front of the queue for the others.
-    pub fn fail(&mut self, node: usize, reason: &str) -> Result<Vec<Send<T>>, AllNodesFailed> {
+    pub fn fail(&mut self, node: usize, reason: &str) -> Result<Vec<SendTo<T>>, AllNodesFailed> {
         let slot = &mut self.nodes[node];
         if slot.failure.is_none() {
             slot.failure = Some(reason.to_string());
@@ -225,7 +238,7 @@ impl<T: Clone> Pool<T> {
             .join("; ")
     }
 
-    fn pump_or_fail(&mut self) -> Result<Vec<Send<T>>, AllNodesFailed> {
+    fn pump_or_fail(&mut self) -> Result<Vec<SendTo<T>>, AllNodesFailed> {
         if self.nodes.iter().all(|n| n.failure.is_some()) {
             return Err(AllNodesFailed {
                 failures: self.failures(),
@@ -263,7 +276,7 @@ impl<T: Clone> Pool<T> {
     }
 
     /// Sends queued pieces, in order, while some healthy node has room.
-    fn pump(&mut self) -> Vec<Send<T>> {
+    fn pump(&mut self) -> Vec<SendTo<T>> {
         let mut sends = Vec::new();
         while !self.pending.is_empty() {
             for (i, n) in self.nodes.iter().enumerate() {
@@ -292,7 +305,7 @@ impl<T: Clone> Pool<T> {
                     },
                 );
             }
-            sends.push(Send { node, piece });
+            sends.push(SendTo { node, piece });
         }
         sends
     }
@@ -328,7 +341,7 @@ mod tests {
         )
     }
 
-    fn ids(send: &Send<u8>) -> Vec<u64> {
+    fn ids(send: &SendTo<u8>) -> Vec<u64> {
         send.piece.samples.iter().map(|s| s.response_id).collect()
     }
 

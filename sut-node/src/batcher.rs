@@ -8,13 +8,15 @@ use std::collections::VecDeque;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// How large batches get and how long a sample may wait for company.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct BatchPolicy {
+    /// Largest batch, in samples.
     pub max_batch_size: usize,
+    /// Longest a batch's first sample waits for company, in microseconds.
     pub max_wait_us: u64,
 }
 
@@ -27,17 +29,18 @@ impl Default for BatchPolicy {
     }
 }
 
-/// Where a device thread takes samples from; time is passed in so the
+/// The queue a device thread takes samples from; time is passed in so the
 /// policy is tested without sleeping.
-pub trait SampleSource<T> {
+pub trait WorkQueue<T> {
     /// Blocks for the next sample; `None` when the node is shutting down.
     fn next(&mut self) -> Option<T>;
     /// The next sample if one arrives before `deadline`.
     fn next_before(&mut self, deadline: Instant) -> Option<T>;
+    /// The queue's clock.
     fn now(&self) -> Instant;
 }
 
-impl<T> SampleSource<T> for Receiver<T> {
+impl<T> WorkQueue<T> for Receiver<T> {
     fn next(&mut self) -> Option<T> {
         self.recv().ok()
     }
@@ -61,15 +64,15 @@ impl<T> SampleSource<T> for Receiver<T> {
 }
 
 impl BatchPolicy {
-    /// Collects one batch: `None` once the source is closed and empty.
-    pub fn collect<T>(&self, source: &mut impl SampleSource<T>) -> Option<Vec<T>> {
-        let first = source.next()?;
+    /// Collects one batch: `None` once the queue is closed and empty.
+    pub fn collect<T>(&self, queue: &mut impl WorkQueue<T>) -> Option<Vec<T>> {
+        let first = queue.next()?;
         let max = self.max_batch_size.max(1);
         let mut batch = Vec::with_capacity(max);
         batch.push(first);
-        let deadline = source.now() + Duration::from_micros(self.max_wait_us);
+        let deadline = queue.now() + Duration::from_micros(self.max_wait_us);
         while batch.len() < max {
-            match source.next_before(deadline) {
+            match queue.next_before(deadline) {
                 Some(item) => batch.push(item),
                 None => break,
             }
@@ -78,13 +81,15 @@ impl BatchPolicy {
     }
 }
 
-/// A scripted source for tests: items arrive at given times.
-pub struct ScriptedSource<T> {
+/// A scripted queue for tests: items arrive at given times.
+pub struct ScriptedQueue<T> {
+    /// The clock, moved by the script.
     pub now: Instant,
+    /// Items and when they arrive, in order.
     pub arrivals: VecDeque<(Instant, T)>,
 }
 
-impl<T> SampleSource<T> for ScriptedSource<T> {
+impl<T> WorkQueue<T> for ScriptedQueue<T> {
     fn next(&mut self) -> Option<T> {
         let (at, item) = self.arrivals.pop_front()?;
         self.now = self.now.max(at);
@@ -110,9 +115,9 @@ impl<T> SampleSource<T> for ScriptedSource<T> {
 mod tests {
     use super::*;
 
-    fn source(offsets_us: &[u64]) -> ScriptedSource<u64> {
+    fn queue(offsets_us: &[u64]) -> ScriptedQueue<u64> {
         let t0 = Instant::now();
-        ScriptedSource {
+        ScriptedQueue {
             now: t0,
             arrivals: offsets_us
                 .iter()
@@ -127,7 +132,7 @@ mod tests {
             max_batch_size: 4,
             max_wait_us: 0,
         };
-        let mut s = source(&[0, 0, 0, 0, 0, 0]);
+        let mut s = queue(&[0, 0, 0, 0, 0, 0]);
         assert_eq!(policy.collect(&mut s).unwrap().len(), 4);
         assert_eq!(policy.collect(&mut s).unwrap().len(), 2);
         assert!(policy.collect(&mut s).is_none());
@@ -139,7 +144,7 @@ mod tests {
             max_batch_size: 8,
             max_wait_us: 100,
         };
-        let mut s = source(&[0, 50, 99, 150, 300]);
+        let mut s = queue(&[0, 50, 99, 150, 300]);
         assert_eq!(policy.collect(&mut s).unwrap(), vec![0, 50, 99]);
         assert_eq!(policy.collect(&mut s).unwrap(), vec![150]);
         assert_eq!(policy.collect(&mut s).unwrap(), vec![300]);
@@ -151,7 +156,7 @@ mod tests {
             max_batch_size: 8,
             max_wait_us: 0,
         };
-        let mut s = source(&[0, 10]);
+        let mut s = queue(&[0, 10]);
         assert_eq!(policy.collect(&mut s).unwrap(), vec![0]);
     }
 }

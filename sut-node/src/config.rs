@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::{Parser, ValueEnum};
 use netdiv_proto::codec::Codec;
-use serde::Deserialize;
+use netdiv_proto::transport::DEFAULT_MAX_SAMPLE_BYTES;
+use netdiv_proto::{Benchmark, Direction};
+use serde::{Deserialize, Serialize};
 
 use crate::backend::onnx::{OnnxConfig, Provider};
 use crate::backend::synthetic::SyntheticConfig;
@@ -14,11 +16,14 @@ use crate::backend::{BackendConfig, BackendKind};
 use crate::batcher::BatchPolicy;
 
 /// Which transports to serve.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Transport {
+    /// gRPC over HTTP/2 over TCP only.
     Grpc,
+    /// QUIC over UDP only.
     Quic,
+    /// Both, on the same port number.
     Both,
 }
 
@@ -50,26 +55,30 @@ pub struct Cli {
     /// Where the ONNX model runs.
     #[arg(long, value_enum)]
     pub execution_provider: Option<Provider>,
+    /// Which transports to serve [default: the config file's, else both].
     #[arg(long, value_enum)]
     pub transport: Option<Transport>,
     /// TOML file with backend, [synthetic], [onnx], [batching] and other
     /// settings.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Benchmark whose codec rules apply (resnet50, bert, gptj, ...).
+    /// Benchmark whose codec rules apply (resnet50, bert-99, gptj, ...)
+    /// [default: the config file's, else resnet50].
     #[arg(long)]
-    pub benchmark: Option<String>,
+    pub benchmark: Option<Benchmark>,
     /// Codec of responses: none or lz4 (if the benchmark allows it).
     #[arg(long)]
     pub response_codec: Option<Codec>,
     /// Largest batch the backend runs (along the model's batch dimension).
     #[arg(long, visible_alias = "max-batch", value_name = "N")]
     pub max_batch_size: Option<usize>,
+    /// Longest a batch's first sample waits for more, in microseconds.
     #[arg(long)]
     pub max_batch_wait_us: Option<u64>,
     /// TLS certificate chain (PEM); with --tls-key enables TLS on gRPC.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM) of --tls-cert.
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
     /// Accept only clients with a certificate signed by this CA (mTLS).
@@ -83,17 +92,26 @@ pub struct Cli {
     pub require_client_cert: bool,
 }
 
-/// The config file.
-#[derive(Debug, Default, Deserialize)]
+/// The config file. It serializes back to TOML, so tools and tests build
+/// configs from values.
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FileConfig {
+    /// Which transports to serve.
     pub transport: Option<Transport>,
+    /// The benchmark, by any of its names.
     pub benchmark: Option<String>,
+    /// The codec of responses.
     pub response_codec: Option<String>,
+    /// Largest decoded sample accepted, in bytes.
     pub max_sample_bytes: Option<u64>,
+    /// What runs the model.
     pub backend: Option<BackendKind>,
+    /// The synthetic backend's cost model.
     pub synthetic: SyntheticConfig,
+    /// The ONNX backend's model and hooks.
     pub onnx: OnnxConfig,
+    /// SUT-side batching.
     pub batching: BatchPolicy,
 }
 
@@ -115,6 +133,15 @@ impl FileConfig {
         Ok(file)
     }
 
+    /// The benchmark the file names, if any.
+    pub fn benchmark(&self) -> Result<Option<Benchmark>> {
+        self.benchmark
+            .as_deref()
+            .map(Benchmark::parse)
+            .transpose()
+            .context("config file key benchmark")
+    }
+
     /// The backend this file configures.
     pub fn backend_config(&self) -> BackendConfig {
         BackendConfig {
@@ -128,16 +155,24 @@ impl FileConfig {
 /// Everything the daemon runs with.
 #[derive(Debug)]
 pub struct NodeConfig {
+    /// The command line as given.
     pub cli: Cli,
+    /// Which transports to serve.
     pub transport: Transport,
-    pub benchmark: String,
+    /// The benchmark whose codec rules apply.
+    pub benchmark: Benchmark,
+    /// The codec of responses, one the benchmark allows for outputs.
     pub response_codec: Codec,
+    /// Largest decoded sample accepted, in bytes.
     pub max_sample_bytes: u64,
+    /// What runs the model.
     pub backend: BackendConfig,
+    /// SUT-side batching.
     pub batching: BatchPolicy,
 }
 
 impl NodeConfig {
+    /// The flags, then the config file they name, then the defaults.
     pub fn from_cli(cli: Cli) -> Result<Self> {
         let file = cli
             .config
@@ -146,22 +181,18 @@ impl NodeConfig {
             .transpose()?
             .unwrap_or_default();
         let mut backend = file.backend_config();
-        let benchmark = cli
-            .benchmark
-            .clone()
-            .or(file.benchmark)
-            .unwrap_or_else(|| "resnet50".into());
-        let response_codec = match (cli.response_codec, file.response_codec) {
+        let benchmark = match cli.benchmark {
+            Some(b) => b,
+            None => file.benchmark()?.unwrap_or(default_benchmark()),
+        };
+        let response_codec = match (cli.response_codec, &file.response_codec) {
             (Some(c), _) => c,
-            (None, Some(s)) => s.parse().map_err(anyhow::Error::msg)?,
+            (None, Some(s)) => s.parse().context("config file key response_codec")?,
             (None, None) => Codec::None,
         };
-        if !netdiv_proto::codec::allowed_codecs(&benchmark).contains(&response_codec) {
-            bail!(
-                "response codec {} is not allowed for benchmark {benchmark}",
-                response_codec.name()
-            );
-        }
+        benchmark
+            .check_codec(Direction::Output, response_codec)
+            .context("response codec")?;
         if let Some(kind) = cli.backend {
             backend.kind = kind;
         }
@@ -198,12 +229,17 @@ impl NodeConfig {
             transport: cli.transport.or(file.transport).unwrap_or(Transport::Both),
             benchmark,
             response_codec,
-            max_sample_bytes: file.max_sample_bytes.unwrap_or(64 << 20),
+            max_sample_bytes: file.max_sample_bytes.unwrap_or(DEFAULT_MAX_SAMPLE_BYTES),
             backend,
             batching,
             cli,
         })
     }
+}
+
+/// The benchmark of a node started without one.
+fn default_benchmark() -> Benchmark {
+    Benchmark::parse("resnet50").expect("in the table")
 }
 
 #[cfg(test)]
@@ -218,9 +254,8 @@ mod tests {
 
     #[test]
     fn file_errors_name_the_file_and_the_field() {
-        let dir = std::env::temp_dir().join(format!("sut-node-cfg-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("node.toml");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
         std::fs::write(&path, "[synthetic]\nbatch_cost = 5\n").unwrap();
         let err = format!("{:#}", FileConfig::load(&path).unwrap_err());
         assert!(
@@ -254,7 +289,94 @@ mod tests {
             "--response-codec",
             "lz4",
         ]);
-        let err = NodeConfig::from_cli(cli).unwrap_err().to_string();
-        assert!(err.contains("not allowed for benchmark gptj"), "{err}");
+        let err = format!("{:#}", NodeConfig::from_cli(cli).unwrap_err());
+        assert_eq!(
+            err,
+            "response codec: the rules allow no lz4 outputs for gptj (allowed: none)"
+        );
+    }
+
+    #[test]
+    fn aliases_get_their_benchmark_s_codecs() {
+        let node = |benchmark: &str| {
+            NodeConfig::from_cli(Cli::parse_from([
+                "sut-node",
+                "--name",
+                "a",
+                "--benchmark",
+                benchmark,
+                "--response-codec",
+                "lz4",
+            ]))
+        };
+        let unet = node("3d-unet-99").unwrap();
+        assert_eq!(unet.benchmark.to_string(), "3d-unet-99");
+        assert_eq!(unet.response_codec, Codec::Lz4);
+        assert!(node("resnet50").is_err());
+        let err = Cli::try_parse_from(["sut-node", "--name", "a", "--benchmark", "resnet"])
+            .map(|cli| cli.benchmark.unwrap().to_string());
+        assert_eq!(err.unwrap(), "resnet50");
+        let err = Cli::try_parse_from(["sut-node", "--name", "a", "--benchmark", "resnt50"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown benchmark \"resnt50\""), "{err}");
+    }
+
+    #[test]
+    fn a_file_serializes_back_to_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        let file = FileConfig {
+            benchmark: Some("bert-99".into()),
+            backend: Some(BackendKind::Onnx),
+            synthetic: SyntheticConfig {
+                batch_cost_us: 7,
+                ..SyntheticConfig::default()
+            },
+            onnx: OnnxConfig {
+                model: Some("/models/m.onnx".into()),
+                ..OnnxConfig::default()
+            },
+            ..FileConfig::default()
+        };
+        std::fs::write(&path, toml::to_string(&file).unwrap()).unwrap();
+        let back = FileConfig::load(&path).unwrap();
+        assert_eq!(back.benchmark.as_deref(), Some("bert-99"));
+        assert_eq!(back.backend, Some(BackendKind::Onnx));
+        assert_eq!(back.synthetic, file.synthetic);
+        assert_eq!(back.onnx, file.onnx);
+    }
+
+    #[test]
+    fn file_benchmark_is_parsed_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        std::fs::write(
+            &path,
+            "benchmark = \"bert-99.9\"\nresponse_codec = \"lz4\"\n",
+        )
+        .unwrap();
+        let cli = Cli::parse_from([
+            "sut-node",
+            "--name",
+            "a",
+            "--config",
+            path.to_str().unwrap(),
+        ]);
+        let err = format!("{:#}", NodeConfig::from_cli(cli).unwrap_err());
+        assert!(err.contains("no lz4 outputs for bert-99.9"), "{err}");
+        std::fs::write(&path, "benchmark = \"bert-98\"\n").unwrap();
+        let cli = Cli::parse_from([
+            "sut-node",
+            "--name",
+            "a",
+            "--config",
+            path.to_str().unwrap(),
+        ]);
+        let err = format!("{:#}", NodeConfig::from_cli(cli).unwrap_err());
+        assert_eq!(
+            err,
+            "config file key benchmark: benchmark bert has no accuracy target 98 (its targets: 99, 99.9)"
+        );
     }
 }

@@ -1,18 +1,24 @@
-//! `sut-node`: the SUT-side daemon.
+//! `sut-node`: the SUT-side daemon. Its life in four steps: start the node
+//! core, start the servers, report ready, and on SIGTERM drain and close.
 
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use netdiv_proto::pb::sut_node_server::SutNodeServer;
+use netdiv_proto::transport::{NODE_DRAIN_TIMEOUT, NODE_SERVER_CLOSE_TIMEOUT};
 use sut_node::config::{Cli, NodeConfig, Transport};
 use sut_node::node::{Node, NodeSettings};
-use sut_node::server::{grpc::GrpcService, quic};
+use sut_node::server::{grpc, quic};
 use sut_node::tls::{dev_certificates, TlsFiles};
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tonic_health::server::HealthReporter;
+use tonic_health::ServingStatus;
+
+/// The gRPC health service name the node reports under.
+const HEALTH_SERVICE: &str = "netdiv.v1.SutNode";
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
@@ -30,6 +36,9 @@ fn main() -> std::process::ExitCode {
 }
 
 fn tls_files(cli: &Cli) -> Result<Option<TlsFiles>> {
+    if cli.client_ca.is_some() && cli.tls_cert.is_none() {
+        bail!("--client-ca needs --tls-cert and --tls-key");
+    }
     if let Some(dir) = &cli.dev_tls {
         return dev_certificates(dir, cli.require_client_cert).map(Some);
     }
@@ -67,111 +76,92 @@ impl StopSignals {
     }
 }
 
+/// The servers a node runs, and how to stop them.
+struct Servers {
+    grpc: Option<SocketAddr>,
+    quic: Option<SocketAddr>,
+    tasks: Vec<JoinHandle<()>>,
+    closing: watch::Sender<bool>,
+    health: HealthReporter,
+}
+
 async fn run(cli: Cli) -> Result<()> {
     let mut stop = StopSignals::install()?;
     let config = NodeConfig::from_cli(cli)?;
-    let cli = &config.cli;
-    if cli.client_ca.is_some() && cli.tls_cert.is_none() {
-        bail!("--client-ca needs --tls-cert and --tls-key");
-    }
-    let tls = tls_files(cli)?;
-    let backend = config.backend.build()?;
+    let tls = tls_files(&config.cli)?;
     let node = Node::start(
         NodeSettings {
-            name: cli.name.clone(),
-            benchmark: config.benchmark.clone(),
+            name: config.cli.name.clone(),
+            benchmark: config.benchmark,
             response_codec: config.response_codec,
             max_sample_bytes: config.max_sample_bytes,
             batching: config.batching,
         },
-        backend,
+        config.backend.build()?,
     );
+    let servers = start_servers(&config, tls.as_ref(), &node).await?;
+    report_ready(&config, tls.as_ref(), &node, &servers)?;
+    stop.recv().await;
+    drain_and_close(&node, servers).await;
+    eprintln!("sut-node {}: stopped", node.settings().name);
+    Ok(())
+}
+
+/// Starts gRPC and QUIC as configured, on one port number where it is
+/// free on both TCP and UDP, and marks the node serving.
+async fn start_servers(
+    config: &NodeConfig,
+    tls: Option<&TlsFiles>,
+    node: &Arc<Node>,
+) -> Result<Servers> {
+    let listen = config.cli.listen;
     let (closing_tx, closing) = watch::channel(false);
     let (health, health_service) = tonic_health::server::health_reporter();
-
-    let mut grpc_addr: Option<SocketAddr> = None;
-    let mut tasks = Vec::new();
+    let mut servers = Servers {
+        grpc: None,
+        quic: None,
+        tasks: Vec::new(),
+        closing: closing_tx,
+        health,
+    };
     if config.transport != Transport::Quic {
-        let listener = tokio::net::TcpListener::bind(cli.listen)
-            .await
-            .with_context(|| format!("cannot listen on tcp {}", cli.listen))?;
-        let addr = listener.local_addr()?;
-        grpc_addr = Some(addr);
-        // Large HTTP/2 windows: 150 KB samples would otherwise stall on
-        // the 64 KB default, a window update per sample.
-        let mut builder = tonic::transport::Server::builder()
-            .initial_stream_window_size(Some(8 << 20))
-            .initial_connection_window_size(Some(32 << 20));
-        if let Some(tls) = &tls {
-            let pem = tls.pem()?;
-            let mut server_tls = tonic::transport::ServerTlsConfig::new()
-                .identity(tonic::transport::Identity::from_pem(&pem.cert, &pem.key));
-            if let Some(ca) = &pem.client_ca {
-                server_tls = server_tls.client_ca_root(tonic::transport::Certificate::from_pem(ca));
-            }
-            builder = builder
-                .tls_config(server_tls)
-                .context("gRPC TLS configuration")?;
-        }
-        let service = SutNodeServer::new(GrpcService {
-            node: node.clone(),
-            closing: closing.clone(),
-        })
-        .max_decoding_message_size(256 << 20)
-        .max_encoding_message_size(256 << 20);
-        let mut stop = closing.clone();
-        let router = builder.add_service(health_service).add_service(service);
-        tasks.push(tokio::spawn(async move {
-            // Nagle would hold small writes (completions, window updates)
-            // for the peer's delayed ACK: tens of milliseconds per query.
-            let incoming =
-                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-            let result = router
-                .serve_with_incoming_shutdown(incoming, async move {
-                    let _ = stop.wait_for(|c| *c).await;
-                })
-                .await;
-            if let Err(e) = result {
-                eprintln!("sut-node: gRPC server: {e}");
-            }
-        }));
+        let (addr, task) =
+            grpc::start(listen, tls, node.clone(), closing.clone(), health_service).await?;
+        servers.grpc = Some(addr);
+        servers.tasks.push(task);
     }
-    let mut quic_addr: Option<SocketAddr> = None;
     if config.transport != Transport::Grpc {
-        let Some(tls) = &tls else {
+        let Some(tls) = tls else {
             bail!("QUIC always runs over TLS: give --tls-cert/--tls-key or --dev-tls DIR (or --transport grpc)");
         };
-        let crypto = tls.rustls_server(netdiv_proto::ALPN)?;
-        let mut server_config = quinn::ServerConfig::with_crypto(Arc::new(
-            quinn::crypto::rustls::QuicServerConfig::try_from(crypto)
-                .context("QUIC TLS configuration")?,
-        ));
-        server_config.transport_config(netdiv_proto::quic::transport_config(false));
-        // Prefer the gRPC port number on UDP too: one port per node.
-        let preferred = grpc_addr.unwrap_or(cli.listen);
-        let endpoint = quinn::Endpoint::server(server_config.clone(), preferred)
-            .or_else(|_| quinn::Endpoint::server(server_config, cli.listen))
-            .with_context(|| format!("cannot listen on udp {}", cli.listen))?;
-        quic_addr = Some(endpoint.local_addr()?);
-        tasks.push(tokio::spawn(quic::serve(
-            endpoint,
-            node.clone(),
-            closing.clone(),
-        )));
+        let preferred = servers.grpc.unwrap_or(listen);
+        let (addr, task) = quic::start(listen, preferred, tls, node.clone(), closing)?;
+        servers.quic = Some(addr);
+        servers.tasks.push(task);
     }
-    health
-        .set_service_status("netdiv.v1.SutNode", tonic_health::ServingStatus::Serving)
-        .await;
-    health
-        .set_service_status("", tonic_health::ServingStatus::Serving)
-        .await;
+    for service in [HEALTH_SERVICE, ""] {
+        servers
+            .health
+            .set_service_status(service, ServingStatus::Serving)
+            .await;
+    }
+    Ok(servers)
+}
+
+/// The addresses on stdout (scripts read them) and READY=1 to systemd.
+fn report_ready(
+    config: &NodeConfig,
+    tls: Option<&TlsFiles>,
+    node: &Node,
+    servers: &Servers,
+) -> Result<()> {
     let show = |a: Option<SocketAddr>| a.map_or("off".to_string(), |a| a.to_string());
+    let name = &config.cli.name;
     println!(
-        "sut-node {} listening grpc={} quic={} tls={} backend={}",
-        cli.name,
-        show(grpc_addr),
-        show(quic_addr),
-        match &tls {
+        "sut-node {name} listening grpc={} quic={} tls={} backend={}",
+        show(servers.grpc),
+        show(servers.quic),
+        match tls {
             None => "off",
             Some(t) if t.client_ca.is_some() => "mtls",
             Some(_) => "on",
@@ -181,40 +171,38 @@ async fn run(cli: Cli) -> Result<()> {
     std::io::stdout().flush()?;
     let status = format!(
         "READY=1\nSTATUS=listening grpc={} quic={}",
-        show(grpc_addr),
-        show(quic_addr)
+        show(servers.grpc),
+        show(servers.quic)
     );
     if let Err(e) = sut_node::notify::notify(&status) {
-        eprintln!(
-            "sut-node {}: cannot notify the service manager: {e}",
-            cli.name
-        );
+        eprintln!("sut-node {name}: cannot notify the service manager: {e}");
     }
+    Ok(())
+}
 
-    stop.recv().await;
+/// Stops taking samples (declined as retryable, so the QDL sends them
+/// elsewhere), lets those held finish, then closes the servers and the
+/// device threads, each step within its timeout.
+async fn drain_and_close(node: &Node, servers: Servers) {
+    let name = &node.settings().name;
     let _ = sut_node::notify::notify("STOPPING=1\nSTATUS=draining in-flight samples");
-    eprintln!(
-        "sut-node {}: shutting down, draining in-flight samples",
-        cli.name
-    );
-    health
-        .set_service_status("netdiv.v1.SutNode", tonic_health::ServingStatus::NotServing)
+    eprintln!("sut-node {name}: shutting down, draining in-flight samples");
+    servers
+        .health
+        .set_service_status(HEALTH_SERVICE, ServingStatus::NotServing)
         .await;
     node.begin_shutdown();
-    if tokio::time::timeout(Duration::from_secs(30), node.drained())
+    if tokio::time::timeout(NODE_DRAIN_TIMEOUT, node.drained())
         .await
         .is_err()
     {
         eprintln!(
-            "sut-node {}: samples still in flight after 30 s; stopping anyway",
-            cli.name
+            "sut-node {name}: samples still in flight after {NODE_DRAIN_TIMEOUT:?}; stopping anyway"
         );
     }
-    closing_tx.send_replace(true);
-    for task in tasks {
-        let _ = tokio::time::timeout(Duration::from_secs(8), task).await;
+    servers.closing.send_replace(true);
+    for task in servers.tasks {
+        let _ = tokio::time::timeout(NODE_SERVER_CLOSE_TIMEOUT, task).await;
     }
     node.stop_devices();
-    eprintln!("sut-node {}: stopped", cli.name);
-    Ok(())
 }

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use netdiv_proto::codec::Codec;
-use netdiv_proto::pb;
 use netdiv_proto::sample::{accept_sample, completion, declined_completion, failed_completion};
+use netdiv_proto::{pb, Benchmark, Direction};
 use tokio::sync::{mpsc::UnboundedSender, watch};
 
 use crate::backend::Backend;
@@ -22,12 +22,15 @@ pub type ReplyTo = UnboundedSender<pb::Completion>;
 /// What the node is configured to do, independent of transports.
 #[derive(Clone, Debug)]
 pub struct NodeSettings {
+    /// The node's unique name.
     pub name: String,
     /// The benchmark whose codec table applies.
-    pub benchmark: String,
+    pub benchmark: Benchmark,
+    /// The codec of responses (one the benchmark allows for outputs).
     pub response_codec: Codec,
     /// Largest decoded sample accepted, in bytes.
     pub max_sample_bytes: u64,
+    /// SUT-side batching.
     pub batching: BatchPolicy,
 }
 
@@ -40,7 +43,6 @@ struct WorkItem {
 /// A running node: device threads behind a shared queue.
 pub struct Node {
     settings: NodeSettings,
-    allowed: &'static [Codec],
     backend: Arc<dyn Backend>,
     queue: Mutex<Option<mpsc::Sender<WorkItem>>>,
     accepting: AtomicBool,
@@ -56,10 +58,8 @@ impl Node {
     /// Starts the device threads.
     pub fn start(settings: NodeSettings, backend: Arc<dyn Backend>) -> Arc<Node> {
         let (tx, rx) = mpsc::channel::<WorkItem>();
-        let allowed = netdiv_proto::codec::allowed_codecs(&settings.benchmark);
         let node = Arc::new(Node {
             settings,
-            allowed,
             backend: backend.clone(),
             queue: Mutex::new(Some(tx)),
             accepting: AtomicBool::new(true),
@@ -85,6 +85,7 @@ impl Node {
         node
     }
 
+    /// What the node was started with.
     pub fn settings(&self) -> &NodeSettings {
         &self.settings
     }
@@ -143,7 +144,11 @@ impl Node {
                 let _ = reply.send(declined_completion(id, "node is shutting down"));
                 continue;
             };
-            match accept_sample(sample, self.allowed, self.settings.max_sample_bytes) {
+            match accept_sample(
+                sample,
+                &self.settings.benchmark,
+                self.settings.max_sample_bytes,
+            ) {
                 Ok(input) => {
                     self.in_flight.fetch_add(1, Ordering::AcqRel);
                     let item = WorkItem {
@@ -201,7 +206,12 @@ impl Node {
             backend: self.backend.kind().into(),
             backend_detail: self.backend.detail(),
             nics,
-            codecs: self.allowed.iter().map(|c| c.to_proto() as i32).collect(),
+            codecs: s
+                .benchmark
+                .codecs(Direction::Input)
+                .iter()
+                .map(|c| c.to_proto() as i32)
+                .collect(),
             hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
                 .map(|h| h.trim().to_string())
                 .unwrap_or_default(),
@@ -214,7 +224,7 @@ impl Node {
             samples_run: self.samples_run.load(Ordering::Relaxed),
             largest_batch: self.largest_batch.load(Ordering::Relaxed),
             response_codec: s.response_codec.to_proto() as i32,
-            benchmark: s.benchmark.clone(),
+            benchmark: s.benchmark.to_string(),
         }
     }
 }
@@ -228,7 +238,7 @@ mod tests {
         Node::start(
             NodeSettings {
                 name: "t".into(),
-                benchmark: benchmark.into(),
+                benchmark: Benchmark::parse(benchmark).unwrap(),
                 response_codec: Codec::None,
                 max_sample_bytes: 1 << 20,
                 batching: BatchPolicy::default(),
@@ -262,7 +272,9 @@ mod tests {
         got.sort_by_key(|c| c.response_id);
         assert_eq!(got[0].data, expected_output(b"a", 8));
         assert!(
-            got[1].error.contains("codec lz4 is not allowed"),
+            got[1]
+                .error
+                .contains("the rules allow no lz4 inputs for gptj"),
             "{:?}",
             got[1]
         );

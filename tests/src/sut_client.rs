@@ -10,6 +10,7 @@ use std::sync::Arc;
 use anyhow::{anyhow, bail, Context, Result};
 use netdiv_proto::framing::{self, FrameDecoder};
 use netdiv_proto::pb::{self, quic_request, quic_response, sut_node_client::SutNodeClient};
+use netdiv_proto::transport::MAX_MESSAGE_BYTES;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
@@ -128,8 +129,8 @@ pub async fn grpc_client(node: &NodeProcess, cert: ClientCert) -> Result<SutNode
         }
     };
     Ok(SutNodeClient::new(channel)
-        .max_decoding_message_size(256 << 20)
-        .max_encoding_message_size(256 << 20))
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES))
 }
 
 /// A request with the protocol-version header set.
@@ -188,7 +189,7 @@ pub async fn quic_raw(conn: &quinn::Connection, bytes: &[u8]) -> Result<Vec<pb::
     let (mut send, mut recv) = conn.open_bi().await?;
     send.write_all(bytes).await?;
     send.finish()?;
-    let mut decoder = FrameDecoder::new(framing::DEFAULT_MAX_FRAME);
+    let mut decoder = FrameDecoder::new(MAX_MESSAGE_BYTES);
     let mut responses = Vec::new();
     while let Some(chunk) = recv.read_chunk(1 << 20, true).await? {
         decoder.push(&chunk.bytes);

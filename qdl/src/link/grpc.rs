@@ -2,14 +2,17 @@
 //! calls, and all queries on one long-lived bidirectional `Infer` stream.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use netdiv_proto::pb::{self, sut_node_client::SutNodeClient};
+use netdiv_proto::transport::{
+    HTTP2_CONNECTION_WINDOW, HTTP2_KEEP_ALIVE_INTERVAL, HTTP2_KEEP_ALIVE_TIMEOUT,
+    HTTP2_STREAM_WINDOW, MAX_MESSAGE_BYTES, RPC_TIMEOUT,
+};
 use tokio::sync::mpsc::{self, UnboundedSender};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::transport::{Channel, Endpoint};
 
-use super::{LinkEvents, MAX_MESSAGE};
+use super::{Call, LinkError, LinkEvents};
 use crate::node_url::NodeUrl;
 use crate::tls::ClientTls;
 
@@ -31,55 +34,43 @@ fn versioned<T>(message: T) -> tonic::Request<T> {
     request
 }
 
-fn status_text(status: &tonic::Status) -> String {
-    format!("{:?}: {}", status.code(), status.message())
+/// An error status of `call`.
+fn status(call: Call) -> impl FnOnce(tonic::Status) -> LinkError {
+    move |status| LinkError::Status { call, status }
 }
 
 impl GrpcLink {
-    pub async fn connect(url: &NodeUrl, tls: Option<&ClientTls>) -> Result<GrpcLink, String> {
+    pub async fn connect(url: &NodeUrl, tls: Option<&ClientTls>) -> Result<GrpcLink, LinkError> {
         let authority = url.to_string();
         let authority = authority.trim_start_matches("grpc://");
         let scheme = if tls.is_some() { "https" } else { "http" };
         let mut endpoint = Endpoint::from_shared(format!("{scheme}://{authority}"))
-            .map_err(|e| e.to_string())?
+            .map_err(LinkError::GrpcConnect)?
             .tcp_nodelay(true)
-            .connect_timeout(super::RPC_TIMEOUT)
-            // 150 KB samples would stall on HTTP/2's 64 KB default window.
-            .initial_stream_window_size(8 << 20)
-            .initial_connection_window_size(32 << 20)
+            .connect_timeout(RPC_TIMEOUT)
+            .initial_stream_window_size(HTTP2_STREAM_WINDOW)
+            .initial_connection_window_size(HTTP2_CONNECTION_WINDOW)
             // A node that vanishes without closing its socket (power, cable)
             // is noticed within seconds, and its samples re-sent.
-            .http2_keep_alive_interval(Duration::from_secs(1))
-            .keep_alive_timeout(Duration::from_secs(3))
+            .http2_keep_alive_interval(HTTP2_KEEP_ALIVE_INTERVAL)
+            .keep_alive_timeout(HTTP2_KEEP_ALIVE_TIMEOUT)
             .keep_alive_while_idle(true);
         if let Some(tls) = tls {
             endpoint = endpoint
-                .tls_config(tls.tonic(&url.host).map_err(|e| e.to_string())?)
-                .map_err(|e| format!("TLS configuration: {e}"))?;
+                .tls_config(tls.tonic(&url.host)?)
+                .map_err(LinkError::GrpcConnect)?;
         }
-        let channel = endpoint.connect().await.map_err(|e| {
-            // The useful part of a transport error is at the end of its chain.
-            let mut text = e.to_string();
-            let mut source = std::error::Error::source(&e);
-            while let Some(s) = source {
-                let more = s.to_string();
-                if !text.contains(&more) {
-                    text = format!("{text}: {more}");
-                }
-                source = s.source();
-            }
-            text
-        })?;
+        let channel = endpoint.connect().await.map_err(LinkError::GrpcConnect)?;
         Ok(GrpcLink {
             client: SutNodeClient::new(channel)
-                .max_decoding_message_size(MAX_MESSAGE)
-                .max_encoding_message_size(MAX_MESSAGE),
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES),
             queries: Mutex::new(None),
             reader: Mutex::new(None),
         })
     }
 
-    pub async fn name(&self) -> Result<String, String> {
+    pub async fn name(&self) -> Result<String, LinkError> {
         let request = pb::NameRequest {
             protocol_version: netdiv_proto::PROTOCOL_VERSION,
         };
@@ -88,39 +79,45 @@ impl GrpcLink {
             .clone()
             .name(versioned(request))
             .await
-            .map_err(|s| status_text(&s))?;
+            .map_err(status(Call::Name))?;
         Ok(answer.into_inner().name)
     }
 
-    pub async fn info(&self) -> Result<pb::NodeInfo, String> {
+    pub async fn info(&self) -> Result<pb::NodeInfo, LinkError> {
         let answer = self
             .client
             .clone()
             .info(versioned(pb::InfoRequest {}))
             .await
-            .map_err(|s| status_text(&s))?;
+            .map_err(status(Call::Info))?;
         Ok(answer.into_inner())
     }
 
-    pub async fn start(&self, node: usize, events: Arc<dyn LinkEvents>) -> Result<(), String> {
+    pub async fn start(&self, node: usize, events: Arc<dyn LinkEvents>) -> Result<(), LinkError> {
         let (tx, rx) = mpsc::unbounded_channel();
         let response = self
             .client
             .clone()
             .infer(versioned(UnboundedReceiverStream::new(rx)))
             .await
-            .map_err(|s| format!("Infer refused: {}", status_text(&s)))?;
+            .map_err(status(Call::Infer))?;
         let mut completions = response.into_inner();
         let reader = tokio::spawn(async move {
             loop {
                 match completions.message().await {
                     Ok(Some(batch)) => events.completions(node, batch.completions),
                     Ok(None) => {
-                        events.failed(node, "the node ended the Infer stream".into());
+                        events.failed(node, LinkError::InferEnded);
                         break;
                     }
                     Err(status) => {
-                        events.failed(node, format!("Infer stream: {}", status_text(&status)));
+                        events.failed(
+                            node,
+                            LinkError::Status {
+                                call: Call::Infer,
+                                status,
+                            },
+                        );
                         break;
                     }
                 }

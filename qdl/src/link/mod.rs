@@ -2,13 +2,17 @@
 //! without waiting and reports what comes back through [`LinkEvents`]; what
 //! those events mean for exactly-once completion is the pool's business.
 
+mod error;
 mod grpc;
 mod quic;
 
+use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use netdiv_proto::pb;
+use netdiv_proto::transport::RPC_TIMEOUT;
+
+pub use error::{Call, LinkError};
 
 use crate::node_url::{NodeUrl, Transport};
 use crate::tls::ClientTls;
@@ -18,15 +22,10 @@ pub(crate) trait LinkEvents: Send + Sync + 'static {
     /// Completions (outputs or per-sample errors) arrived from `node`.
     fn completions(&self, node: usize, completions: Vec<pb::Completion>);
     /// The connection to `node` is unusable.
-    fn failed(&self, node: usize, reason: String);
+    fn failed(&self, node: usize, error: LinkError);
     /// `node` refused a whole query as malformed: retrying cannot help.
-    fn refused(&self, node: usize, ids: Vec<u64>, reason: String);
+    fn refused(&self, node: usize, ids: Vec<u64>, error: LinkError);
 }
-
-/// How long to wait for a node to connect or answer Name/Info.
-pub(crate) const RPC_TIMEOUT: Duration = Duration::from_secs(10);
-/// Largest message a node may send back.
-pub(crate) const MAX_MESSAGE: usize = 256 << 20;
 
 /// A connected node.
 pub(crate) enum Link {
@@ -34,66 +33,75 @@ pub(crate) enum Link {
     Quic(quic::QuicLink),
 }
 
+/// `future`, or a timeout error naming `call`.
+async fn within<T>(
+    call: Call,
+    future: impl Future<Output = Result<T, LinkError>>,
+) -> Result<T, LinkError> {
+    tokio::time::timeout(RPC_TIMEOUT, future)
+        .await
+        .map_err(|_| LinkError::Timeout {
+            call,
+            after: RPC_TIMEOUT,
+        })?
+}
+
 impl Link {
-    /// Connects; the error text says what failed (the caller names the
-    /// node).
-    pub async fn connect(url: &NodeUrl, tls: Option<&ClientTls>) -> Result<Link, String> {
+    /// Connects to the node at `url`.
+    pub async fn connect(url: &NodeUrl, tls: Option<&ClientTls>) -> Result<Link, LinkError> {
         // Resolve first, so an unknown host name says so instead of
         // ending as a connect timeout.
-        let resolving = tokio::net::lookup_host((url.host.as_str(), url.port));
-        let addr = tokio::time::timeout(RPC_TIMEOUT, resolving)
-            .await
-            .map_err(|_| format!("cannot resolve {} within {RPC_TIMEOUT:?}", url.host))?
-            .map_err(|e| format!("cannot resolve {}: {e}", url.host))?
-            .next()
-            .ok_or_else(|| format!("cannot resolve {}: it has no address", url.host))?;
-        let connecting = async {
+        let addr = within(Call::Resolve, async {
+            tokio::net::lookup_host((url.host.as_str(), url.port))
+                .await
+                .map_err(|source| LinkError::Resolve {
+                    host: url.host.clone(),
+                    source,
+                })?
+                .next()
+                .ok_or_else(|| LinkError::NoAddress {
+                    host: url.host.clone(),
+                })
+        })
+        .await?;
+        within(Call::Connect, async {
             match url.transport {
                 Transport::Grpc => grpc::GrpcLink::connect(url, tls).await.map(Link::Grpc),
                 Transport::Quic => {
-                    let tls = tls.ok_or(
-                        "QUIC always runs over TLS: give the CA of the nodes' certificates \
-                         (--tls-ca, or --dev-tls DIR)",
-                    )?;
+                    let tls = tls.ok_or(LinkError::TlsRequired)?;
                     quic::QuicLink::connect(url, addr, tls)
                         .await
                         .map(Link::Quic)
                 }
             }
-        };
-        tokio::time::timeout(RPC_TIMEOUT, connecting)
-            .await
-            .map_err(|_| format!("no connection within {RPC_TIMEOUT:?}"))?
+        })
+        .await
     }
 
     /// The node's Name, by a live round trip.
-    pub async fn name(&self) -> Result<String, String> {
-        let asking = async {
+    pub async fn name(&self) -> Result<String, LinkError> {
+        within(Call::Name, async {
             match self {
                 Link::Grpc(l) => l.name().await,
                 Link::Quic(l) => l.name().await,
             }
-        };
-        tokio::time::timeout(RPC_TIMEOUT, asking)
-            .await
-            .map_err(|_| format!("no Name answer within {RPC_TIMEOUT:?}"))?
+        })
+        .await
     }
 
     /// The node's Info.
-    pub async fn info(&self) -> Result<pb::NodeInfo, String> {
-        let asking = async {
+    pub async fn info(&self) -> Result<pb::NodeInfo, LinkError> {
+        within(Call::Info, async {
             match self {
                 Link::Grpc(l) => l.info().await,
                 Link::Quic(l) => l.info().await,
             }
-        };
-        tokio::time::timeout(RPC_TIMEOUT, asking)
-            .await
-            .map_err(|_| format!("no Info answer within {RPC_TIMEOUT:?}"))?
+        })
+        .await
     }
 
     /// Opens the query path; from now on events for `node` go to `events`.
-    pub async fn start(&self, node: usize, events: Arc<dyn LinkEvents>) -> Result<(), String> {
+    pub async fn start(&self, node: usize, events: Arc<dyn LinkEvents>) -> Result<(), LinkError> {
         match self {
             Link::Grpc(l) => l.start(node, events).await,
             Link::Quic(l) => {

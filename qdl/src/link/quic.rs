@@ -7,8 +7,9 @@ use std::sync::{Arc, OnceLock};
 
 use netdiv_proto::framing::{self, FrameDecoder};
 use netdiv_proto::pb::{self, quic_request, quic_response};
+use netdiv_proto::transport::MAX_MESSAGE_BYTES;
 
-use super::{LinkEvents, MAX_MESSAGE};
+use super::{Call, LinkError, LinkEvents};
 use crate::node_url::NodeUrl;
 use crate::tls::ClientTls;
 
@@ -20,12 +21,14 @@ pub(crate) struct QuicLink {
     events: OnceLock<(usize, Arc<dyn LinkEvents>)>,
 }
 
-/// Why a query stream did not deliver all of its completions.
-enum StreamError {
-    /// The node answered with an error frame: the query itself is bad.
-    Refused(String),
-    /// The stream or connection broke.
-    Transport(String),
+/// The kind of an answer, for errors about unexpected ones.
+fn kind_name(kind: &quic_response::Kind) -> &'static str {
+    match kind {
+        quic_response::Kind::Name(_) => "a Name answer",
+        quic_response::Kind::Info(_) => "an Info answer",
+        quic_response::Kind::Completions(_) => "completions",
+        quic_response::Kind::Error(_) => "an error",
+    }
 }
 
 impl QuicLink {
@@ -34,27 +37,21 @@ impl QuicLink {
         url: &NodeUrl,
         addr: SocketAddr,
         tls: &ClientTls,
-    ) -> Result<QuicLink, String> {
-        let crypto = tls.rustls(netdiv_proto::ALPN).map_err(|e| e.to_string())?;
+    ) -> Result<QuicLink, LinkError> {
+        let crypto = tls.rustls(netdiv_proto::ALPN)?;
         let mut config = quinn::ClientConfig::new(Arc::new(
-            quinn::crypto::rustls::QuicClientConfig::try_from(crypto)
-                .map_err(|e| format!("QUIC TLS configuration: {e}"))?,
+            quinn::crypto::rustls::QuicClientConfig::try_from(crypto)?,
         ));
-        config.transport_config(netdiv_proto::quic::transport_config(true));
+        config.transport_config(netdiv_proto::transport::quic_config(true));
         let local: SocketAddr = if addr.is_ipv6() {
             (Ipv6Addr::UNSPECIFIED, 0).into()
         } else {
             (Ipv4Addr::UNSPECIFIED, 0).into()
         };
-        let mut endpoint =
-            quinn::Endpoint::client(local).map_err(|e| format!("cannot open a UDP socket: {e}"))?;
+        let mut endpoint = quinn::Endpoint::client(local).map_err(LinkError::Socket)?;
         endpoint.set_default_client_config(config);
         let server_name = tls.server_name.as_deref().unwrap_or(&url.host);
-        let conn = endpoint
-            .connect(addr, server_name)
-            .map_err(|e| e.to_string())?
-            .await
-            .map_err(|e| format!("QUIC handshake: {e}"))?;
+        let conn = endpoint.connect(addr, server_name)?.await?;
         Ok(QuicLink {
             conn,
             _endpoint: endpoint,
@@ -63,52 +60,62 @@ impl QuicLink {
         })
     }
 
-    async fn request(&self, kind: quic_request::Kind) -> Result<quic_response::Kind, String> {
-        let (mut send, mut recv) = self.conn.open_bi().await.map_err(|e| e.to_string())?;
+    async fn request(
+        &self,
+        call: Call,
+        kind: quic_request::Kind,
+    ) -> Result<quic_response::Kind, LinkError> {
+        let (mut send, mut recv) = self.conn.open_bi().await?;
         let request = pb::QuicRequest {
             protocol_version: netdiv_proto::PROTOCOL_VERSION,
             kind: Some(kind),
         };
-        send.write_chunk(framing::encode(&request))
-            .await
-            .map_err(|e| e.to_string())?;
-        send.finish().map_err(|e| e.to_string())?;
-        let bytes = recv
-            .read_to_end(MAX_MESSAGE)
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut decoder = FrameDecoder::new(MAX_MESSAGE);
+        send.write_chunk(framing::encode(&request)).await?;
+        send.finish()?;
+        let bytes = recv.read_to_end(MAX_MESSAGE_BYTES).await?;
+        let mut decoder = FrameDecoder::new(MAX_MESSAGE_BYTES);
         decoder.push(&bytes);
-        let frame = decoder
-            .next_frame()
-            .map_err(|e| e.to_string())?
-            .ok_or("the node closed the stream without an answer")?;
-        let response: pb::QuicResponse =
-            framing::decode(&frame, "QuicResponse").map_err(|e| e.to_string())?;
+        let frame = decoder.next_frame()?.ok_or(LinkError::UnexpectedAnswer {
+            call,
+            got: "nothing",
+        })?;
+        let response: pb::QuicResponse = framing::decode(&frame, "QuicResponse")?;
         match response.kind {
-            Some(quic_response::Kind::Error(e)) => Err(format!("the node refused: {e}")),
+            Some(quic_response::Kind::Error(reason)) => Err(LinkError::Refused { call, reason }),
             Some(kind) => Ok(kind),
-            None => Err("empty answer".into()),
+            None => Err(LinkError::UnexpectedAnswer {
+                call,
+                got: "an empty answer",
+            }),
         }
     }
 
-    pub async fn name(&self) -> Result<String, String> {
+    pub async fn name(&self) -> Result<String, LinkError> {
         let request = pb::NameRequest {
             protocol_version: netdiv_proto::PROTOCOL_VERSION,
         };
-        match self.request(quic_request::Kind::Name(request)).await? {
+        match self
+            .request(Call::Name, quic_request::Kind::Name(request))
+            .await?
+        {
             quic_response::Kind::Name(n) => Ok(n.name),
-            other => Err(format!("answered Name with {other:?}")),
+            other => Err(LinkError::UnexpectedAnswer {
+                call: Call::Name,
+                got: kind_name(&other),
+            }),
         }
     }
 
-    pub async fn info(&self) -> Result<pb::NodeInfo, String> {
+    pub async fn info(&self) -> Result<pb::NodeInfo, LinkError> {
         match self
-            .request(quic_request::Kind::Info(pb::InfoRequest {}))
+            .request(Call::Info, quic_request::Kind::Info(pb::InfoRequest {}))
             .await?
         {
             quic_response::Kind::Info(info) => Ok(info),
-            other => Err(format!("answered Info with {other:?}")),
+            other => Err(LinkError::UnexpectedAnswer {
+                call: Call::Info,
+                got: kind_name(&other),
+            }),
         }
     }
 
@@ -132,62 +139,60 @@ impl QuicLink {
                 Ok(answered) if answered >= ids.len() => {}
                 Ok(answered) => events.failed(
                     node,
-                    format!(
-                        "a query stream ended with {} of its {} samples unanswered",
-                        ids.len() - answered,
-                        ids.len()
-                    ),
+                    LinkError::Unanswered {
+                        missing: ids.len() - answered,
+                        total: ids.len(),
+                    },
                 ),
-                Err(StreamError::Refused(reason)) => events.refused(node, ids, reason),
-                Err(StreamError::Transport(reason)) => events.failed(node, reason),
+                Err(e @ LinkError::Refused { .. }) => events.refused(node, ids, e),
+                Err(e) => events.failed(node, e),
             }
         });
     }
 }
 
 /// Sends one query on its own stream and reports completions as their
-/// frames arrive. Returns how many completions came back.
+/// frames arrive. Returns how many completions came back; a
+/// [`LinkError::Refused`] means the node refused the query itself.
 async fn run_query(
     conn: &quinn::Connection,
     query: pb::Query,
     node: usize,
     events: &dyn LinkEvents,
-) -> Result<usize, StreamError> {
-    let transport = |e: &dyn std::fmt::Display| StreamError::Transport(e.to_string());
-    let (mut send, mut recv) = conn.open_bi().await.map_err(|e| transport(&e))?;
+) -> Result<usize, LinkError> {
+    let (mut send, mut recv) = conn.open_bi().await?;
     let request = pb::QuicRequest {
         protocol_version: netdiv_proto::PROTOCOL_VERSION,
         kind: Some(quic_request::Kind::Query(query)),
     };
-    send.write_chunk(framing::encode(&request))
-        .await
-        .map_err(|e| transport(&e))?;
-    send.finish().map_err(|e| transport(&e))?;
-    let mut decoder = FrameDecoder::new(MAX_MESSAGE);
+    send.write_chunk(framing::encode(&request)).await?;
+    send.finish()?;
+    let mut decoder = FrameDecoder::new(MAX_MESSAGE_BYTES);
     let mut answered = 0;
-    while let Some(chunk) = recv
-        .read_chunk(usize::MAX, true)
-        .await
-        .map_err(|e| transport(&e))?
-    {
+    while let Some(chunk) = recv.read_chunk(usize::MAX, true).await? {
         decoder.push(&chunk.bytes);
-        while let Some(frame) = decoder.next_frame().map_err(|e| transport(&e))? {
-            let response: pb::QuicResponse =
-                framing::decode(&frame, "QuicResponse").map_err(|e| transport(&e))?;
+        while let Some(frame) = decoder.next_frame()? {
+            let response: pb::QuicResponse = framing::decode(&frame, "QuicResponse")?;
             match response.kind {
                 Some(quic_response::Kind::Completions(batch)) => {
                     answered += batch.completions.len();
                     events.completions(node, batch.completions);
                 }
-                Some(quic_response::Kind::Error(e)) => return Err(StreamError::Refused(e)),
+                Some(quic_response::Kind::Error(reason)) => {
+                    return Err(LinkError::Refused {
+                        call: Call::Infer,
+                        reason,
+                    })
+                }
                 other => {
-                    return Err(StreamError::Transport(format!(
-                        "unexpected answer to a query: {other:?}"
-                    )))
+                    return Err(LinkError::UnexpectedAnswer {
+                        call: Call::Infer,
+                        got: other.as_ref().map_or("an empty answer", kind_name),
+                    })
                 }
             }
         }
     }
-    decoder.finish().map_err(|e| transport(&e))?;
+    decoder.finish()?;
     Ok(answered)
 }

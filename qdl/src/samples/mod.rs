@@ -5,7 +5,6 @@
 //! LoadGen does not time; a query then only hands out bytes already in the
 //! form they travel in.
 
-pub mod benchmark;
 pub mod npy;
 pub mod synthetic;
 
@@ -13,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 
 use bytes::Bytes;
+use netdiv_proto::benchmark::{Benchmark, CodecNotAllowed, Direction};
 use netdiv_proto::codec::{encode, Codec};
 
 pub use netdiv_proto::dtype::DType;
@@ -33,8 +33,11 @@ pub(crate) fn tensor_bytes(shape: &[usize], dtype: DType) -> Option<usize> {
 /// One sample as it is held in DRAM and sent on the wire, unchanged.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredSample {
+    /// The bytes as they travel.
     pub data: Bytes,
+    /// How they are encoded.
     pub codec: Codec,
+    /// Their size once decoded.
     pub decoded_size: u64,
 }
 
@@ -66,40 +69,74 @@ impl StoredSample {
 pub enum SampleSource {
     /// Deterministic data of a shape and dtype; any index is valid.
     Synthetic {
+        /// Tensor shape of every sample.
         shape: Vec<usize>,
+        /// Element type.
         dtype: DType,
+        /// Seed of the data; the same seed gives the same bytes.
         seed: u64,
     },
     /// One .npy file per sample, sample i = i-th file in name order.
-    NpyDir { dir: PathBuf, files: Vec<PathBuf> },
+    NpyDir {
+        /// The folder.
+        dir: PathBuf,
+        /// Its `.npy` files, sorted by name.
+        files: Vec<PathBuf>,
+    },
 }
 
 /// Why samples could not be listed, read or found; each names the path or
 /// index.
 #[derive(Debug, thiserror::Error)]
 pub enum SampleError {
+    /// A folder or file could not be read.
     #[error("cannot read {}: {source}", path.display())]
     Io {
+        /// What was read.
         path: PathBuf,
+        /// Why it failed.
         source: std::io::Error,
     },
+    /// A `.npy` file is malformed.
     #[error(transparent)]
     Npy(#[from] NpyError),
+    /// The folder holds no `.npy` file.
     #[error("no .npy files in {}", .0.display())]
     NoSamples(PathBuf),
+    /// An index past the last sample.
     #[error("sample index {index} is out of range: there are {count} samples")]
-    IndexOutOfRange { index: usize, count: usize },
+    IndexOutOfRange {
+        /// The index asked for.
+        index: usize,
+        /// Samples there are.
+        count: usize,
+    },
+    /// A sample asked for before LoadSamplesToRam loaded it.
     #[error("sample {0} is not loaded (LoadSamplesToRam did not load it)")]
     NotLoaded(usize),
+    /// A synthetic shape too large to hold.
     #[error("synthetic samples of {dtype}{shape:?} would not fit in memory (limit {limit} bytes)")]
     TooLarge {
+        /// The shape.
         shape: Vec<usize>,
+        /// The element type.
         dtype: DType,
+        /// The limit, in bytes.
         limit: usize,
     },
 }
 
 impl SampleSource {
+    /// Synthetic samples shaped like `benchmark`'s inputs.
+    pub fn synthetic(benchmark: &Benchmark, seed: u64) -> SampleSource {
+        let spec = benchmark.spec();
+        SampleSource::Synthetic {
+            shape: spec.shape.to_vec(),
+            dtype: spec.dtype,
+            seed,
+        }
+    }
+
     /// The `*.npy` files of `dir`, in file-name order (byte order: name them
     /// with zero-padded numbers so that `10.npy` follows `9.npy`).
     pub fn npy_dir(dir: &Path) -> Result<SampleSource, SampleError> {
@@ -184,6 +221,7 @@ impl SampleSource {
 /// carries the codec of each sample, so receivers handle the mix.
 #[derive(Debug)]
 pub struct SampleStore {
+    benchmark: Benchmark,
     source: SampleSource,
     codec: Codec,
     slots: RwLock<Vec<Option<StoredSample>>>,
@@ -201,23 +239,40 @@ impl LoadedSamples<'_> {
 }
 
 impl SampleStore {
-    /// A store of `total` slots (the QSL's total sample count), all empty.
-    pub fn new(source: SampleSource, codec: Codec, total: usize) -> SampleStore {
-        SampleStore {
+    /// A store of `total` slots (the QSL's total sample count), all
+    /// empty, for `benchmark`'s samples from `source`, stored in `codec`;
+    /// an error if the rules allow no such compression of its inputs.
+    pub fn new(
+        benchmark: Benchmark,
+        source: SampleSource,
+        codec: Codec,
+        total: usize,
+    ) -> Result<SampleStore, CodecNotAllowed> {
+        benchmark.check_codec(Direction::Input, codec)?;
+        Ok(SampleStore {
+            benchmark,
             source,
             codec,
             slots: RwLock::new(vec![None; total]),
-        }
+        })
     }
 
+    /// The benchmark whose samples these are.
+    pub fn benchmark(&self) -> &Benchmark {
+        &self.benchmark
+    }
+
+    /// The QSL's total sample count.
     pub fn total(&self) -> usize {
         self.read_slots().len()
     }
 
+    /// The codec samples are stored in (some may stay uncompressed).
     pub fn codec(&self) -> Codec {
         self.codec
     }
 
+    /// Where the samples come from.
     pub fn source(&self) -> &SampleSource {
         &self.source
     }
@@ -265,10 +320,12 @@ impl SampleStore {
         }
     }
 
+    /// The loaded samples, read-locked.
     pub fn loaded(&self) -> LoadedSamples<'_> {
         LoadedSamples(self.read_slots())
     }
 
+    /// How many samples are loaded.
     pub fn loaded_count(&self) -> usize {
         self.read_slots().iter().filter(|s| s.is_some()).count()
     }
@@ -284,31 +341,15 @@ impl SampleStore {
 pub(crate) mod tests {
     use super::*;
     use netdiv_proto::codec::decode;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// A directory under the system temp dir, unique per process and call,
-    /// removed on drop.
-    pub(crate) struct ScratchDir(PathBuf);
-
-    impl ScratchDir {
-        pub(crate) fn new(tag: &str) -> ScratchDir {
-            static NEXT: AtomicUsize = AtomicUsize::new(0);
-            let n = NEXT.fetch_add(1, Ordering::Relaxed);
-            let path =
-                std::env::temp_dir().join(format!("qdl-samples-{}-{n}-{tag}", std::process::id()));
-            std::fs::create_dir_all(&path).unwrap();
-            ScratchDir(path)
-        }
-
-        pub(crate) fn path(&self) -> &Path {
-            &self.0
-        }
+    /// A temporary directory, removed on drop.
+    pub(crate) fn scratch_dir() -> tempfile::TempDir {
+        tempfile::tempdir().expect("temporary directory")
     }
 
-    impl Drop for ScratchDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
+    /// A store for the benchmark that allows lz4 inputs.
+    fn store(source: SampleSource, codec: Codec, total: usize) -> SampleStore {
+        SampleStore::new(Benchmark::parse("resnet50").unwrap(), source, codec, total).unwrap()
     }
 
     fn image_source() -> SampleSource {
@@ -329,7 +370,7 @@ pub(crate) mod tests {
         assert_eq!(DType::from_npy_descr(">i4"), None);
         assert_eq!(DType::from_npy_descr("|b1"), None);
         assert_eq!(
-            "f32".parse::<DType>().unwrap_err(),
+            "f32".parse::<DType>().unwrap_err().to_string(),
             "unknown dtype \"f32\" (expected uint8, int8, int32, int64, float16, float32)"
         );
         assert_eq!(tensor_bytes(&[3, 224, 224], DType::U8), Some(150528));
@@ -364,7 +405,7 @@ pub(crate) mod tests {
 
     #[test]
     fn store_without_codec_holds_raw_bytes() {
-        let store = SampleStore::new(image_source(), Codec::None, 100);
+        let store = store(image_source(), Codec::None, 100);
         assert_eq!((store.total(), store.codec()), (100, Codec::None));
         assert_eq!(store.loaded_count(), 0);
         store.load(&[3, 7, 99]).unwrap();
@@ -386,7 +427,7 @@ pub(crate) mod tests {
 
     #[test]
     fn store_with_lz4_decodes_back_to_raw() {
-        let store = SampleStore::new(image_source(), Codec::Lz4, 10);
+        let store = store(image_source(), Codec::Lz4, 10);
         store.load(&[0, 1, 2]).unwrap();
         let loaded = store.loaded();
         for i in 0..3 {
@@ -408,7 +449,7 @@ pub(crate) mod tests {
             dtype: DType::I32,
             seed: 0,
         };
-        let store = SampleStore::new(source, Codec::Lz4, 4);
+        let store = store(source, Codec::Lz4, 4);
         store.load(&[2]).unwrap();
         let loaded = store.loaded();
         let sample = loaded.get(2).unwrap();
@@ -419,7 +460,7 @@ pub(crate) mod tests {
 
     #[test]
     fn out_of_range_loads_fail_and_load_nothing() {
-        let store = SampleStore::new(image_source(), Codec::None, 8);
+        let store = store(image_source(), Codec::None, 8);
         let e = store.load(&[1, 8]).unwrap_err();
         assert!(matches!(
             e,
@@ -438,7 +479,7 @@ pub(crate) mod tests {
 
     #[test]
     fn npy_dir_lists_files_in_name_order() {
-        let dir = ScratchDir::new("npy-dir");
+        let dir = scratch_dir();
         npy::write_npy(&dir.path().join("b.npy"), DType::U8, &[2], &[2, 2]).unwrap();
         npy::write_npy(&dir.path().join("a.npy"), DType::U8, &[3], &[1, 1, 1]).unwrap();
         std::fs::write(dir.path().join("notes.txt"), "not a sample").unwrap();
@@ -458,14 +499,14 @@ pub(crate) mod tests {
             SampleError::IndexOutOfRange { index: 2, count: 2 }
         ));
 
-        let store = SampleStore::new(source, Codec::Lz4, 2);
+        let store = store(source, Codec::Lz4, 2);
         store.load(&[0, 1]).unwrap();
         assert_eq!(store.loaded().get(1).unwrap().data, vec![2u8, 2]);
     }
 
     #[test]
     fn npy_dir_errors_name_the_path() {
-        let dir = ScratchDir::new("npy-dir-empty");
+        let dir = scratch_dir();
         let e = SampleSource::npy_dir(dir.path()).unwrap_err();
         assert!(matches!(e, SampleError::NoSamples(_)));
         assert_eq!(
@@ -484,7 +525,7 @@ pub(crate) mod tests {
         // A broken file fails the load, naming the file, and loads nothing.
         std::fs::write(dir.path().join("0.npy"), b"broken").unwrap();
         npy::write_npy(&dir.path().join("1.npy"), DType::U8, &[1], &[9]).unwrap();
-        let store = SampleStore::new(SampleSource::npy_dir(dir.path()).unwrap(), Codec::None, 2);
+        let store = store(SampleSource::npy_dir(dir.path()).unwrap(), Codec::None, 2);
         let e = store.load(&[1, 0]).unwrap_err();
         assert!(matches!(e, SampleError::Npy(_)));
         assert!(e.to_string().contains("0.npy"), "{e}");

@@ -490,7 +490,7 @@ impl Parser<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::samples::tests::ScratchDir;
+    use crate::samples::tests::scratch_dir;
 
     /// A file's bytes with a hand-written header of any version.
     fn npy_bytes(version: (u8, u8), dict: &str, payload: &[u8]) -> Vec<u8> {
@@ -516,7 +516,7 @@ mod tests {
 
     #[test]
     fn round_trip_with_aligned_v1_header() {
-        let dir = ScratchDir::new("npy-round-trip");
+        let dir = scratch_dir();
         let u8_path = dir.path().join("u8.npy");
         let u8_data: Vec<u8> = (0..3 * 5 * 7).map(|i| i as u8).collect();
         write_npy(&u8_path, DType::U8, &[3, 5, 7], &u8_data).unwrap();
@@ -555,7 +555,7 @@ mod tests {
 
     #[test]
     fn write_refuses_data_of_the_wrong_size() {
-        let dir = ScratchDir::new("npy-write-size");
+        let dir = scratch_dir();
         let path = dir.path().join("bad.npy");
         let e = write_npy(&path, DType::I32, &[2, 2], &[0; 15]).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
@@ -733,7 +733,7 @@ mod tests {
 
     #[test]
     fn read_errors_name_the_file() {
-        let dir = ScratchDir::new("npy-read-errors");
+        let dir = scratch_dir();
         let missing = dir.path().join("missing.npy");
         let e = read_npy(&missing).unwrap_err();
         assert!(matches!(e, NpyError::Io { .. }));

@@ -8,7 +8,7 @@ pub mod synthetic;
 
 use std::sync::Arc;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use self::onnx::{OnnxBackend, OnnxConfig};
 use self::synthetic::{SyntheticBackend, SyntheticConfig};
@@ -26,7 +26,7 @@ pub trait Backend: Send + Sync + 'static {
 }
 
 /// Which backend a node runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     /// A cost model with a deterministic output (tests, benchmarks).
@@ -39,8 +39,11 @@ pub enum BackendKind {
 /// A backend and the settings of each kind.
 #[derive(Clone, Debug, Default)]
 pub struct BackendConfig {
+    /// Which backend runs.
     pub kind: BackendKind,
+    /// The synthetic backend's settings.
     pub synthetic: SyntheticConfig,
+    /// The ONNX backend's settings.
     pub onnx: OnnxConfig,
 }
 

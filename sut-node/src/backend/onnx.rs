@@ -16,25 +16,26 @@ use netdiv_proto::dtype::DType;
 use ort::ep::{self, ExecutionProvider as _};
 use ort::session::Session;
 use ort::value::{DynValue, Tensor, TensorElementType, ValueType};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::prepost::{InputElements, Postprocess, Preprocess};
 use super::Backend;
 
 /// Where the model runs.
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Provider {
     /// CUDA if this ONNX Runtime build has it, else the CPU.
     #[default]
     Auto,
+    /// The CPU.
     Cpu,
     /// CUDA or an error.
     Cuda,
 }
 
 /// The `[onnx]` section of a node's config file.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct OnnxConfig {
     /// The model file (relative paths are relative to the config file).
@@ -47,6 +48,7 @@ pub struct OnnxConfig {
     pub wire_dtype: Option<String>,
     /// Pre-processing when converting to float32: `x * scale + offset`.
     pub scale: f32,
+    /// See `scale`.
     pub offset: f32,
     /// Post-processing of each output row: none or argmax.
     pub postprocess: Postprocess,
@@ -54,6 +56,7 @@ pub struct OnnxConfig {
     pub devices: usize,
     /// Threads per session for one operator (0: ONNX Runtime's default).
     pub intra_threads: usize,
+    /// Where the model runs.
     pub execution_provider: Provider,
     /// The ONNX Runtime shared library [default: $ORT_DYLIB_PATH, then
     /// libonnxruntime.so on the loader's path].

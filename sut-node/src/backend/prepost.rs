@@ -5,7 +5,7 @@
 //! model.
 
 use netdiv_proto::dtype::DType;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// How the bytes of a sample become the model's input elements.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -121,7 +121,7 @@ fn wire_values(bytes: &[u8], dtype: DType) -> Box<dyn Iterator<Item = f64> + '_>
 }
 
 /// What is sent back for each sample.
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Postprocess {
     /// The model's output row, little-endian, unchanged.

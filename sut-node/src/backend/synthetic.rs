@@ -4,12 +4,12 @@
 
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::Backend;
 
 /// Cost model and output shape of the synthetic backend.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct SyntheticConfig {
     /// Fixed cost of running one batch, in microseconds.

@@ -1,22 +1,85 @@
 //! gRPC: the `netdiv.v1.SutNode` service. Handlers are thin: check the
 //! version, hand the query to the node, stream completions back.
 
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use anyhow::{Context, Result};
 use futures::Stream;
+use netdiv_proto::pb::sut_node_server::SutNodeServer;
+use netdiv_proto::transport::{HTTP2_CONNECTION_WINDOW, HTTP2_STREAM_WINDOW, MAX_MESSAGE_BYTES};
 use netdiv_proto::{pb, VERSION_HEADER};
 use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
+use tonic_health::pb::health_server::{Health, HealthServer};
 
-use super::{next_batch, version_mismatch};
+use super::{next_batch, version_mismatch, COMPLETIONS_PER_MESSAGE};
 use crate::node::Node;
+use crate::tls::TlsFiles;
 
 /// The service; `closing` flips when the node has drained for shutdown.
 pub struct GrpcService {
+    /// The node queries go to.
     pub node: Arc<Node>,
+    /// Flips to `true` when the node closes its servers.
     pub closing: watch::Receiver<bool>,
+}
+
+/// Binds `listen` on TCP and serves the node's gRPC service and `health`
+/// there (over TLS when `tls` is given) until `closing` flips. Returns the
+/// bound address and the server's task.
+pub async fn start(
+    listen: SocketAddr,
+    tls: Option<&TlsFiles>,
+    node: Arc<Node>,
+    closing: watch::Receiver<bool>,
+    health: HealthServer<impl Health>,
+) -> Result<(SocketAddr, JoinHandle<()>)> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on tcp {listen}"))?;
+    let addr = listener.local_addr()?;
+    let mut builder = tonic::transport::Server::builder()
+        .initial_stream_window_size(Some(HTTP2_STREAM_WINDOW))
+        .initial_connection_window_size(Some(HTTP2_CONNECTION_WINDOW));
+    if let Some(tls) = tls {
+        let pem = tls.pem()?;
+        let mut server_tls = tonic::transport::ServerTlsConfig::new()
+            .identity(tonic::transport::Identity::from_pem(&pem.cert, &pem.key));
+        if let Some(ca) = &pem.client_ca {
+            server_tls = server_tls.client_ca_root(tonic::transport::Certificate::from_pem(ca));
+        }
+        builder = builder
+            .tls_config(server_tls)
+            .context("gRPC TLS configuration")?;
+    }
+    let name = node.settings().name.clone();
+    let service = SutNodeServer::new(GrpcService {
+        node,
+        closing: closing.clone(),
+    })
+    .max_decoding_message_size(MAX_MESSAGE_BYTES)
+    .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let router = builder.add_service(health).add_service(service);
+    let mut stop = closing;
+    let task = tokio::spawn(async move {
+        // Nagle would hold small writes (completions, window updates)
+        // for the peer's delayed ACK: tens of milliseconds per query.
+        let incoming =
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+        let result = router
+            .serve_with_incoming_shutdown(incoming, async move {
+                let _ = stop.wait_for(|c| *c).await;
+            })
+            .await;
+        if let Err(e) = result {
+            eprintln!("sut-node {name}: gRPC server: {e}");
+        }
+    });
+    Ok((addr, task))
 }
 
 fn check_header<T>(request: &Request<T>) -> Result<(), Status> {
@@ -99,7 +162,7 @@ impl pb::sut_node_server::SutNode for GrpcService {
             drop(reply_tx);
         });
         tokio::spawn(async move {
-            while let Some(batch) = next_batch(&mut reply_rx, 4096).await {
+            while let Some(batch) = next_batch(&mut reply_rx, COMPLETIONS_PER_MESSAGE).await {
                 if out_tx.send(Ok(batch)).await.is_err() {
                     break;
                 }

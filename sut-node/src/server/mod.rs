@@ -6,6 +6,10 @@ pub mod quic;
 use netdiv_proto::{pb, PROTOCOL_VERSION};
 use tokio::sync::mpsc::UnboundedReceiver;
 
+/// Most completions one answer message carries: a busy stream sends fewer,
+/// larger messages, still far below the message size limit.
+pub const COMPLETIONS_PER_MESSAGE: usize = 4096;
+
 /// Whether a client's protocol version is this node's.
 pub fn version_mismatch(client: u32) -> Option<String> {
     (client != PROTOCOL_VERSION).then(|| {

@@ -4,19 +4,56 @@
 //! `QuicResponse` frames and finishes. A bad stream gets an error frame and
 //! ends alone; the connection and everyone else go on.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
-use anyhow::Result;
-use netdiv_proto::framing::{self, FrameDecoder, DEFAULT_MAX_FRAME};
+use anyhow::{Context, Result};
+use netdiv_proto::framing::{self, FrameDecoder, FrameError};
 use netdiv_proto::pb::{self, quic_request, quic_response};
+use netdiv_proto::transport::{MAX_MESSAGE_BYTES, QUIC_CLOSE_WAIT, QUIC_DELIVERY_GRACE};
 use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
 
-use super::{next_batch, version_mismatch};
+use super::{next_batch, version_mismatch, COMPLETIONS_PER_MESSAGE};
 use crate::node::Node;
+use crate::tls::TlsFiles;
 
-/// How long closing waits for answers already written to reach clients.
-const DELIVERY_GRACE: Duration = Duration::from_secs(5);
+/// Why a stream's request could not be read; the client gets the text in
+/// an error frame.
+#[derive(Debug, thiserror::Error)]
+enum BadRequest {
+    #[error("stream read failed: {0}")]
+    Read(#[from] quinn::ReadError),
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    #[error("more than one request frame on a stream")]
+    MoreThanOne,
+    #[error("stream ended without a request frame")]
+    Missing,
+}
+
+/// Binds `listen` on UDP (preferring `preferred`, the gRPC port, so a node
+/// has one port number) and serves QUIC there until `closing` flips.
+/// Returns the bound address and the server's task.
+pub fn start(
+    listen: SocketAddr,
+    preferred: SocketAddr,
+    tls: &TlsFiles,
+    node: Arc<Node>,
+    closing: watch::Receiver<bool>,
+) -> Result<(SocketAddr, JoinHandle<()>)> {
+    let crypto = tls.rustls_server(netdiv_proto::ALPN)?;
+    let mut server_config = quinn::ServerConfig::with_crypto(Arc::new(
+        quinn::crypto::rustls::QuicServerConfig::try_from(crypto)
+            .context("QUIC TLS configuration")?,
+    ));
+    server_config.transport_config(netdiv_proto::transport::quic_config(false));
+    let endpoint = quinn::Endpoint::server(server_config.clone(), preferred)
+        .or_else(|_| quinn::Endpoint::server(server_config, listen))
+        .with_context(|| format!("cannot listen on udp {listen}"))?;
+    let addr = endpoint.local_addr()?;
+    Ok((addr, tokio::spawn(serve(endpoint, node, closing))))
+}
 
 /// Counts streams still being answered; dropping it marks one done.
 struct OpenStream(Arc<watch::Sender<usize>>);
@@ -38,7 +75,7 @@ impl Drop for OpenStream {
 /// stream's answers have been delivered (or the grace time is over):
 /// closing at once would discard completions still in flight, and the
 /// client would send those samples again elsewhere.
-pub async fn serve(endpoint: quinn::Endpoint, node: Arc<Node>, mut closing: watch::Receiver<bool>) {
+async fn serve(endpoint: quinn::Endpoint, node: Arc<Node>, mut closing: watch::Receiver<bool>) {
     let open_streams = Arc::new(watch::channel(0usize).0);
     loop {
         tokio::select! {
@@ -58,9 +95,9 @@ pub async fn serve(endpoint: quinn::Endpoint, node: Arc<Node>, mut closing: watc
         }
     }
     let mut open = open_streams.subscribe();
-    let _ = tokio::time::timeout(DELIVERY_GRACE, open.wait_for(|n| *n == 0)).await;
+    let _ = tokio::time::timeout(QUIC_DELIVERY_GRACE, open.wait_for(|n| *n == 0)).await;
     endpoint.close(0u32.into(), b"node shutting down");
-    let _ = tokio::time::timeout(Duration::from_secs(1), endpoint.wait_idle()).await;
+    let _ = tokio::time::timeout(QUIC_CLOSE_WAIT, endpoint.wait_idle()).await;
 }
 
 async fn serve_connection(
@@ -97,7 +134,7 @@ async fn serve_stream(
     let request = match read_request(&mut recv).await {
         Ok(r) => r,
         Err(reason) => {
-            send.write_all(&response(quic_response::Kind::Error(reason.clone())))
+            send.write_all(&response(quic_response::Kind::Error(reason.to_string())))
                 .await?;
             send.finish()?;
             anyhow::bail!("refused: {reason}");
@@ -128,7 +165,7 @@ async fn serve_stream(
             let mut left = node.submit_query(query, &tx);
             drop(tx);
             while left > 0 {
-                let Some(batch) = next_batch(&mut rx, 4096).await else {
+                let Some(batch) = next_batch(&mut rx, COMPLETIONS_PER_MESSAGE).await else {
                     break;
                 };
                 left -= batch.completions.len().min(left);
@@ -145,32 +182,27 @@ async fn serve_stream(
     }
     send.finish()?;
     // Done once the client has every byte (the connection may close next).
-    let _ = tokio::time::timeout(DELIVERY_GRACE, send.stopped()).await;
+    let _ = tokio::time::timeout(QUIC_DELIVERY_GRACE, send.stopped()).await;
     Ok(())
 }
 
-/// Reads the stream's one request frame; an error text for the client if
-/// it is oversized, truncated, malformed or followed by more data.
-async fn read_request(recv: &mut quinn::RecvStream) -> Result<pb::QuicRequest, String> {
-    let mut decoder = FrameDecoder::new(DEFAULT_MAX_FRAME);
+/// Reads the stream's one request frame; an error for the client if it is
+/// oversized, truncated, malformed or followed by more data.
+async fn read_request(recv: &mut quinn::RecvStream) -> Result<pb::QuicRequest, BadRequest> {
+    let mut decoder = FrameDecoder::new(MAX_MESSAGE_BYTES);
     let mut frame = None;
-    loop {
-        match recv.read_chunk(64 << 10, true).await {
-            Ok(Some(chunk)) => decoder.push(&chunk.bytes),
-            Ok(None) => break,
-            Err(e) => return Err(format!("stream read failed: {e}")),
-        }
-        match decoder.next_frame() {
-            Ok(Some(f)) if frame.is_none() => frame = Some(f),
-            Ok(Some(_)) => return Err("more than one request frame on a stream".into()),
-            Ok(None) => {}
-            Err(e) => return Err(e.to_string()),
+    while let Some(chunk) = recv.read_chunk(64 << 10, true).await? {
+        decoder.push(&chunk.bytes);
+        match decoder.next_frame()? {
+            Some(f) if frame.is_none() => frame = Some(f),
+            Some(_) => return Err(BadRequest::MoreThanOne),
+            None => {}
         }
     }
     if let Ok(Some(_)) = decoder.next_frame() {
-        return Err("more than one request frame on a stream".into());
+        return Err(BadRequest::MoreThanOne);
     }
-    decoder.finish().map_err(|e| e.to_string())?;
-    let frame = frame.ok_or("stream ended without a request frame")?;
-    framing::decode::<pb::QuicRequest>(&frame, "QuicRequest").map_err(|e| e.to_string())
+    decoder.finish()?;
+    let frame = frame.ok_or(BadRequest::Missing)?;
+    Ok(framing::decode::<pb::QuicRequest>(&frame, "QuicRequest")?)
 }

@@ -4,23 +4,20 @@
 //! and CI output stay clean.
 
 use std::io::{IsTerminal, Write};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Counts the SUT adapters keep while a test runs.
-#[derive(Debug, Default)]
-pub struct Counters {
-    pub issued: AtomicU64,
-    pub completed: AtomicU64,
-}
+use loadgen_node::sut::Counters;
 
 /// When to draw the progress line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ProgressMode {
     /// When stderr is a terminal and CI is not set.
     Auto,
+    /// Always, even into a file.
     Always,
+    /// Never.
     Never,
 }
 

@@ -14,9 +14,9 @@ use std::sync::{Arc, Mutex};
 
 use qdl::{CompletionSink, NetworkSut};
 
-use crate::network_sut::StoreQsl;
-use crate::progress::Counters;
-use crate::settings::{Scenario, TestMode};
+use crate::engine::settings::{Scenario, TestMode};
+use crate::sut::network::StoreQsl;
+use crate::sut::Counters;
 
 #[repr(C)]
 struct Callbacks {

@@ -9,9 +9,9 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::completion::{Completer, SampleTable, WaitFor};
-use crate::generate::{GeneratedQueries, Pass};
-use crate::settings::{EffectiveSettings, Scenario};
+use crate::engine::completion::{Completer, SampleTable, SutAborted, WaitFor};
+use crate::engine::generate::{GeneratedQueries, Pass};
+use crate::engine::settings::{EffectiveSettings, Scenario};
 use crate::sut::SystemUnderTest;
 
 /// Why issuing stopped before the generated queries ran out.
@@ -57,7 +57,7 @@ pub fn issue_queries(
     pass: Pass,
     queries: &GeneratedQueries,
     table: &Arc<SampleTable>,
-) -> Result<IssueRecord, String> {
+) -> Result<IssueRecord, SutAborted> {
     let completer = Completer::new(table.clone());
     let scenario = settings.scenario;
     let n = queries.query_count;

@@ -1,12 +1,14 @@
-//! Command-line arguments of `loadgen-node`.
+//! Command-line arguments of `loadgen-node` (clap derive: the doc comments
+//! are the `--help` text).
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use loadgen_node::progress::ProgressMode;
-use loadgen_node::rng::UniformIntVariant;
-use loadgen_node::settings::{Scenario, TestMode};
+use super::progress::ProgressMode;
+use loadgen_node::engine::rng::UniformIntVariant;
+use loadgen_node::engine::settings::{Scenario, TestMode};
+use netdiv_proto::Benchmark;
 use qdl::dispatch::DispatchPolicy;
 use qdl::node_url::NodeUrl;
 use qdl::samples::DType;
@@ -64,10 +66,13 @@ pub struct SysdescArgs {
 /// Which in-process system under test to drive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum SutKind {
-    /// In this process: answers at once (measures the LoadGen itself), or
-    /// with any --synthetic-* flag runs the sut-node's synthetic backend
-    /// and batcher here (the in-process side of the network tax).
+    /// In this process: answers every sample at once (measures the LoadGen
+    /// itself).
     Null,
+    /// In this process: the sut-node's synthetic backend and batcher, with
+    /// the --synthetic-* cost model (the in-process side of the network
+    /// tax).
+    Synthetic,
     /// In this process: the backend and batcher a sut-node config file
     /// (--node-config) describes, e.g. an ONNX model, without the network.
     Local,
@@ -162,10 +167,11 @@ pub struct RunArgs {
 pub struct DataArgs {
     /// Benchmark whose sample shape, data set size and allowed codecs apply
     /// (resnet50, retinanet, bert, 3d-unet, dlrm-v2, gptj, llama2-70b,
-    /// mixtral-8x7b, stable-diffusion-xl, null) [default: null with --sut
-    /// null, resnet50 otherwise].
+    /// mixtral-8x7b, stable-diffusion-xl, digits, null; with an accuracy
+    /// target, e.g. bert-99.9, or llama2-70b-interactive) [default: null
+    /// with --sut null or synthetic, resnet50 otherwise].
     #[arg(long)]
-    pub benchmark: Option<String>,
+    pub benchmark: Option<Benchmark>,
     /// A folder of .npy files, one sample each in file-name order, instead
     /// of synthetic data.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["sample_shape", "sample_dtype"])]
@@ -234,9 +240,9 @@ pub struct NetworkArgs {
     pub sut_node_bin: Option<PathBuf>,
 }
 
-/// The cost model of the in-process synthetic backend (`--sut null`).
+/// The cost model of the in-process synthetic backend (`--sut synthetic`).
 #[derive(Debug, Args)]
-#[command(next_help_heading = "In-process synthetic backend (--sut null)")]
+#[command(next_help_heading = "In-process synthetic backend (--sut synthetic)")]
 pub struct SyntheticArgs {
     /// Time one batch takes, in microseconds.
     #[arg(long, value_name = "US")]

@@ -13,6 +13,11 @@ use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 use std::time::Instant;
 
+/// The SUT gave up on the run (see [`Completer::abort`]); says why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SutAborted(pub String);
+
 use crate::sut::QuerySampleResponse;
 
 /// Completion state of every sample and query of one IssueQueries call.
@@ -192,7 +197,7 @@ impl SampleTable {
 
     /// Blocks the issuing thread until `what` holds or the SUT aborts the
     /// run. Spins briefly first: most waits are short.
-    pub fn wait(&self, what: WaitFor) -> Result<(), String> {
+    pub fn wait(&self, what: WaitFor) -> Result<(), SutAborted> {
         for _ in 0..2000 {
             if self.is_satisfied(what) {
                 return Ok(());
@@ -203,7 +208,7 @@ impl SampleTable {
         let _ = self.waiter.thread.set(std::thread::current());
         loop {
             if let Some(reason) = self.abort.get() {
-                return Err(reason.clone());
+                return Err(SutAborted(reason.clone()));
             }
             if self.is_satisfied(what) {
                 return Ok(());
@@ -429,7 +434,7 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(20));
             c.abort("all nodes lost");
         });
-        assert_eq!(t.wait(WaitFor::Samples(1)).unwrap_err(), "all nodes lost");
+        assert_eq!(t.wait(WaitFor::Samples(1)).unwrap_err().0, "all nodes lost");
         h.join().unwrap();
     }
 }

@@ -4,45 +4,51 @@
 
 use std::sync::Arc;
 
-use anyhow::{bail, Result};
-use loadgen_node::local_sut::LocalNodeSut;
-use loadgen_node::network_sut::StoreQsl;
-use loadgen_node::progress::Counters;
-use loadgen_node::settings::{
+use anyhow::{bail, Context, Result};
+use loadgen_node::engine::settings::{
     apply_config, ConfKind, ConfigFile, Scenario, TestSettings, EMBEDDED_MLPERF_CONF,
 };
+use loadgen_node::sut::local::LocalNodeSut;
+use loadgen_node::sut::network::StoreQsl;
+use loadgen_node::sut::Counters;
 use netdiv_proto::codec::Codec;
-use qdl::samples::benchmark::{self, BenchmarkDefaults};
+use netdiv_proto::Benchmark;
 use qdl::samples::{SampleSource, SampleStore};
 use sut_node::batcher::BatchPolicy;
 
-use crate::cli::{RunArgs, SutKind};
+use super::args::{NetworkArgs, RunArgs, SutKind};
 
-/// The benchmark named by `--benchmark`, or the default for this SUT.
-pub fn benchmark(args: &RunArgs) -> Result<&'static BenchmarkDefaults> {
-    let default = if args.sut == Some(SutKind::Null) {
-        "null"
-    } else {
-        "resnet50"
-    };
-    let name = args.data.benchmark.as_deref().unwrap_or(default);
-    benchmark::lookup(name).map_err(|e| anyhow::anyhow!("--benchmark: {e}"))
+/// The benchmark named by `--benchmark`, or the default for this SUT: the
+/// 4-byte `null` samples for the in-process SUTs that measure the harness,
+/// ResNet-50 (a sut-node's default) otherwise.
+pub fn benchmark(args: &RunArgs) -> Benchmark {
+    match (args.data.benchmark, args.sut) {
+        (Some(b), _) => b,
+        (None, Some(SutKind::Null | SutKind::Synthetic)) => parse_known("null"),
+        (None, _) => parse_known("resnet50"),
+    }
+}
+
+/// A name of the benchmark table.
+fn parse_known(name: &str) -> Benchmark {
+    Benchmark::parse(name).expect("the table has it")
 }
 
 /// Total and performance sample counts: the flags, else the data folder's
 /// size, else the benchmark's.
 pub fn counts(
     args: &RunArgs,
-    benchmark: &BenchmarkDefaults,
+    benchmark: &Benchmark,
     files: Option<usize>,
 ) -> Result<(usize, usize)> {
+    let spec = benchmark.spec();
     let total = args
         .total_sample_count
         .or(files)
-        .unwrap_or(benchmark.total_sample_count);
+        .unwrap_or(spec.total_sample_count);
     let performance = args
         .performance_sample_count
-        .unwrap_or(benchmark.performance_sample_count.min(total));
+        .unwrap_or(spec.performance_sample_count.min(total));
     if total == 0 || performance == 0 {
         bail!("--total-sample-count and --performance-sample-count must be at least 1");
     }
@@ -65,12 +71,12 @@ pub fn counts(
 }
 
 /// The model name config lines are looked up for: `--model`, else the
-/// benchmark's name.
-pub fn model(args: &RunArgs) -> Result<String> {
-    Ok(match &args.model {
+/// benchmark's (`llama2-70b-interactive` for the interactive variant).
+pub fn model(args: &RunArgs) -> String {
+    match &args.model {
         Some(m) => m.clone(),
-        None => benchmark(args)?.name.to_string(),
-    })
+        None => benchmark(args).config_model(),
+    }
 }
 
 /// mlperf.conf (embedded or replaced), then user.conf (or, for the
@@ -80,7 +86,7 @@ pub fn settings(
     scenario: Scenario,
     embedded_user_conf: Option<&str>,
 ) -> Result<TestSettings> {
-    let model = model(args)?;
+    let model = model(args);
     let mut settings = TestSettings {
         scenario,
         ..TestSettings::default()
@@ -113,46 +119,35 @@ pub fn settings(
     Ok(settings)
 }
 
-/// The sample store the flags describe, as a QSL, and the benchmark.
-pub fn qsl(args: &RunArgs) -> Result<(StoreQsl, String)> {
-    let bench = benchmark(args)?;
-    let codec = args.data.sample_codec;
-    if !benchmark::allowed_codecs(bench.name).contains(&codec) {
-        bail!(
-            "--sample-codec {}: the rules allow no compression for {} (allowed: none)",
-            codec.name(),
-            bench.name
-        );
-    }
+/// The sample store the flags describe, as a QSL.
+pub fn qsl(args: &RunArgs) -> Result<StoreQsl> {
+    let benchmark = benchmark(args);
     let source = match &args.data.data_dir {
         Some(dir) => SampleSource::npy_dir(dir)?,
-        None => SampleSource::Synthetic {
-            shape: args
-                .data
-                .sample_shape
-                .clone()
-                .unwrap_or_else(|| bench.shape.to_vec()),
-            dtype: args.data.sample_dtype.unwrap_or(bench.dtype),
-            seed: args.data.sample_seed,
-        },
+        None => {
+            let spec = benchmark.spec();
+            SampleSource::Synthetic {
+                shape: args
+                    .data
+                    .sample_shape
+                    .clone()
+                    .unwrap_or_else(|| spec.shape.to_vec()),
+                dtype: args.data.sample_dtype.unwrap_or(spec.dtype),
+                seed: args.data.sample_seed,
+            }
+        }
     };
-    let (total, performance) = counts(args, bench, source.count())?;
-    let store = Arc::new(SampleStore::new(source, codec, total));
-    Ok((
-        StoreQsl {
-            store,
-            performance_sample_count: performance,
-        },
-        bench.name.to_string(),
-    ))
+    let (total, performance) = counts(args, &benchmark, source.count())?;
+    let store = SampleStore::new(benchmark, source, args.data.sample_codec, total)
+        .context("--sample-codec")?;
+    Ok(StoreQsl {
+        store: Arc::new(store),
+        performance_sample_count: performance,
+    })
 }
 
 /// The QDL's configuration from the network flags.
-pub fn qdl_config(
-    n: &crate::cli::NetworkArgs,
-    nodes: Vec<qdl::node_url::NodeUrl>,
-    benchmark: &str,
-) -> Result<qdl::QdlConfig> {
+pub fn qdl_config(n: &NetworkArgs, nodes: Vec<qdl::node_url::NodeUrl>) -> Result<qdl::QdlConfig> {
     let tls = match (&n.dev_tls, &n.tls_ca) {
         (Some(dir), _) => Some(qdl::tls::ClientTls::dev(dir)),
         (None, Some(ca)) => Some(qdl::tls::ClientTls {
@@ -169,7 +164,7 @@ pub fn qdl_config(
     if n.window == 0 || n.max_piece_samples == 0 || n.io_threads == 0 {
         bail!("--window, --max-piece-samples and --io-threads must be at least 1");
     }
-    let mut config = qdl::QdlConfig::new(nodes, benchmark);
+    let mut config = qdl::QdlConfig::new(nodes);
     config.tls = tls;
     config.policy = n.dispatch;
     config.window.samples = n.window;
@@ -190,14 +185,12 @@ pub fn qdl_config(
 pub fn configured_node_sut(
     args: &RunArgs,
     file: &sut_node::config::FileConfig,
-    benchmark: &str,
     store: Arc<SampleStore>,
     counters: Arc<Counters>,
 ) -> Result<LocalNodeSut> {
     let backend = file.backend_config().build()?;
     Ok(in_process_node(
         args,
-        benchmark,
         backend,
         file.batching,
         store,
@@ -206,9 +199,8 @@ pub fn configured_node_sut(
 }
 
 /// The sut-node's synthetic backend and batcher, in this process.
-pub fn local_node_sut(
+pub fn synthetic_node_sut(
     args: &RunArgs,
-    benchmark: &str,
     store: Arc<SampleStore>,
     counters: Arc<Counters>,
 ) -> LocalNodeSut {
@@ -227,13 +219,12 @@ pub fn local_node_sut(
         ..BatchPolicy::default()
     };
     let backend = Arc::new(SyntheticBackend::new(synthetic));
-    in_process_node(args, benchmark, backend, batching, store, counters)
+    in_process_node(args, backend, batching, store, counters)
 }
 
 /// A sut-node core with `backend` and `batching`, driven in this process.
 fn in_process_node(
     args: &RunArgs,
-    benchmark: &str,
     backend: Arc<dyn sut_node::backend::Backend>,
     batching: BatchPolicy,
     store: Arc<SampleStore>,
@@ -243,7 +234,7 @@ fn in_process_node(
     let node = Node::start(
         NodeSettings {
             name: args.sut_name.clone(),
-            benchmark: benchmark.to_string(),
+            benchmark: *store.benchmark(),
             response_codec: Codec::None,
             max_sample_bytes: u64::MAX,
             batching,

@@ -1,9 +1,10 @@
 //! An in-process SUT that answers instantly and a synthetic QSL: the engine
 //! measured on its own, with no network and no model.
 
-use crate::completion::Completer;
+use crate::engine::completion::Completer;
 use crate::sut::{
-    QuerySample, QuerySampleIndex, QuerySampleLibrary, QuerySampleResponse, SystemUnderTest,
+    QuerySample, QuerySampleIndex, QuerySampleLibrary, QuerySampleResponse, SutError,
+    SystemUnderTest,
 };
 
 /// Completes every sample inside `issue_query`, answering with the sample's
@@ -14,6 +15,7 @@ pub struct NullSut {
 }
 
 impl NullSut {
+    /// A null SUT that reports `name`.
     pub fn new(name: impl Into<String>) -> Self {
         Self { name: name.into() }
     }
@@ -23,7 +25,7 @@ impl NullSut {
 const CHUNK: usize = 4096;
 
 impl SystemUnderTest for NullSut {
-    fn name(&self) -> Result<String, String> {
+    fn name(&self) -> Result<String, SutError> {
         Ok(self.name.clone())
     }
 
@@ -55,6 +57,7 @@ pub struct SyntheticQsl {
 }
 
 impl SyntheticQsl {
+    /// `total` samples, `performance` of which fit in memory at once.
     pub fn new(total: usize, performance: usize) -> Self {
         Self { total, performance }
     }
@@ -70,7 +73,7 @@ impl QuerySampleLibrary for SyntheticQsl {
     fn performance_sample_count(&self) -> usize {
         self.performance
     }
-    fn load_samples_to_ram(&self, _samples: &[QuerySampleIndex]) -> Result<(), String> {
+    fn load_samples_to_ram(&self, _samples: &[QuerySampleIndex]) -> Result<(), SutError> {
         Ok(())
     }
     fn unload_samples_from_ram(&self, _samples: &[QuerySampleIndex]) {}

@@ -184,6 +184,25 @@ fn decode_hex(hex: &str) -> Result<Vec<u8>, String> {
         .collect()
 }
 
+/// `loadgen-node accuracy`: top-1 of a classifier's accuracy log.
+pub fn command(args: &super::args::AccuracyArgs) -> anyhow::Result<()> {
+    let labels = read_labels(&args.labels)?;
+    let top1 = score_file(&args.log, &labels, args.class_dtype)?;
+    println!("{top1}");
+    if top1.repeats > 0 {
+        println!("({} repeated entries agreed with the first)", top1.repeats);
+    }
+    if let Some(min) = args.min_top1 {
+        if top1.accuracy() < min {
+            anyhow::bail!(
+                "top-1 accuracy {:.5} is below --min-top1 {min}",
+                top1.accuracy()
+            );
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,15 +7,17 @@ use std::sync::Arc;
 use qdl::samples::SampleStore;
 use qdl::{CompletionSink, NetworkSut};
 
-use crate::completion::Completer;
-use crate::progress::Counters;
+use crate::engine::completion::Completer;
 use crate::sut::{
-    QuerySample, QuerySampleIndex, QuerySampleLibrary, QuerySampleResponse, SystemUnderTest,
+    Counters, QuerySample, QuerySampleIndex, QuerySampleLibrary, QuerySampleResponse, SutError,
+    SystemUnderTest,
 };
 
 /// Completions from the QDL into this engine's completer.
 pub struct CompleterSink {
+    /// The engine's completion table of the test in progress.
     pub completer: Completer,
+    /// Counted as completions arrive.
     pub counters: Arc<Counters>,
 }
 
@@ -41,13 +43,15 @@ impl CompletionSink for CompleterSink {
 
 /// Several sut-nodes, as one SUT.
 pub struct QdlSut {
+    /// The QDL, connected.
     pub network: NetworkSut,
+    /// Counted as samples are issued and completed.
     pub counters: Arc<Counters>,
 }
 
 impl SystemUnderTest for QdlSut {
-    fn name(&self) -> Result<String, String> {
-        self.network.name().map_err(|e| e.to_string())
+    fn name(&self) -> Result<String, SutError> {
+        Ok(self.network.name()?)
     }
 
     fn issue_query(&self, samples: &[QuerySample], completer: &Completer) {
@@ -69,7 +73,9 @@ impl SystemUnderTest for QdlSut {
 
 /// The samples of a run, held in this process's memory.
 pub struct StoreQsl {
+    /// The samples.
     pub store: Arc<SampleStore>,
+    /// How many fit in memory at once.
     pub performance_sample_count: usize,
 }
 
@@ -83,8 +89,8 @@ impl QuerySampleLibrary for StoreQsl {
     fn performance_sample_count(&self) -> usize {
         self.performance_sample_count
     }
-    fn load_samples_to_ram(&self, samples: &[QuerySampleIndex]) -> Result<(), String> {
-        self.store.load(samples).map_err(|e| e.to_string())
+    fn load_samples_to_ram(&self, samples: &[QuerySampleIndex]) -> Result<(), SutError> {
+        Ok(self.store.load(samples)?)
     }
     fn unload_samples_from_ram(&self, samples: &[QuerySampleIndex]) {
         self.store.unload(samples);

@@ -4,8 +4,8 @@
 use std::fmt::Write;
 
 use super::format::{cpp_double, fixed};
-use crate::results::{PerformanceSummary, LATENCY_PERCENTILES};
-use crate::settings::Scenario;
+use crate::engine::results::{PerformanceSummary, LATENCY_PERCENTILES};
+use crate::engine::settings::Scenario;
 
 const RULE: &str = "================================================";
 
@@ -174,7 +174,7 @@ pub fn render(s: &PerformanceSummary) -> String {
     out
 }
 
-fn latency_block(line: &mut impl FnMut(String), stats: &crate::results::LatencyStats) {
+fn latency_block(line: &mut impl FnMut(String), stats: &crate::engine::results::LatencyStats) {
     line(format!("Min latency (ns)                : {}", stats.min));
     line(format!("Max latency (ns)                : {}", stats.max));
     line(format!("Mean latency (ns)               : {}", stats.mean));

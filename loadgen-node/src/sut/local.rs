@@ -5,15 +5,14 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use netdiv_proto::pb;
 use netdiv_proto::sample::completion_output;
+use netdiv_proto::{pb, Benchmark};
 use qdl::samples::SampleStore;
 use sut_node::node::{Node, ReplyTo};
 use tokio::sync::mpsc;
 
-use crate::completion::Completer;
-use crate::progress::Counters;
-use crate::sut::{QuerySample, QuerySampleResponse, SystemUnderTest};
+use crate::engine::completion::Completer;
+use crate::sut::{Counters, QuerySample, QuerySampleResponse, SutError, SystemUnderTest};
 
 /// A [`Node`] driven directly: samples go in from the QSL's memory,
 /// completions come back on a channel a completion thread drains.
@@ -29,6 +28,7 @@ pub struct LocalNodeSut {
 }
 
 impl LocalNodeSut {
+    /// Drives `node` with samples from `store`, reporting `name`.
     pub fn new(
         name: String,
         node: Arc<Node>,
@@ -39,6 +39,7 @@ impl LocalNodeSut {
         let completer: Arc<Mutex<Option<Completer>>> = Arc::default();
         let current = completer.clone();
         let completed = counters.clone();
+        let benchmark = *store.benchmark();
         let drainer = std::thread::Builder::new()
             .name("local-completions".into())
             .spawn(move || {
@@ -51,7 +52,7 @@ impl LocalNodeSut {
                         continue;
                     };
                     let n = batch.len() as u64;
-                    complete_batch(&completer, batch);
+                    complete_batch(&completer, &benchmark, batch);
                     completed.completed.fetch_add(n, Ordering::Relaxed);
                 }
             })
@@ -69,7 +70,7 @@ impl LocalNodeSut {
 }
 
 /// Decodes a batch of node completions and records them.
-fn complete_batch(completer: &Completer, batch: Vec<pb::Completion>) {
+fn complete_batch(completer: &Completer, benchmark: &Benchmark, batch: Vec<pb::Completion>) {
     let mut outputs = Vec::with_capacity(batch.len());
     for c in batch {
         if !c.error.is_empty() {
@@ -77,7 +78,7 @@ fn complete_batch(completer: &Completer, batch: Vec<pb::Completion>) {
             return;
         }
         let id = c.response_id;
-        let data = match completion_output(c, u64::MAX) {
+        let data = match completion_output(c, benchmark, u64::MAX) {
             Ok(d) => d,
             Err(e) => {
                 completer.abort(format!("sample {id}: {e}"));
@@ -94,7 +95,7 @@ fn complete_batch(completer: &Completer, batch: Vec<pb::Completion>) {
 }
 
 impl SystemUnderTest for LocalNodeSut {
-    fn name(&self) -> Result<String, String> {
+    fn name(&self) -> Result<String, SutError> {
         Ok(self.name.clone())
     }
 

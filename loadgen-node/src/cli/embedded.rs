@@ -9,10 +9,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use loadgen_node::settings::Scenario;
+use loadgen_node::engine::settings::Scenario;
 use qdl::node_url::NodeUrl;
 
-use crate::cli::{Engine, RunArgs};
+use super::args::{Engine, RunArgs};
 
 const USER_CONF: &str = include_str!("embedded-user.conf");
 const NODE_CONFIG: &str = include_str!("embedded-node.toml");
@@ -178,6 +178,7 @@ fn passed_through(args: impl Iterator<Item = String>) -> Vec<String> {
     kept
 }
 
+/// Starts the local nodes, runs the test(s) through the QDL, stops them.
 pub fn run_default(args: &RunArgs) -> Result<()> {
     if args.record_issued.is_some() && args.scenario.is_none() {
         bail!("--record-issued with the embedded default needs --scenario (it runs two tests)");
@@ -212,7 +213,7 @@ pub fn run_default(args: &RunArgs) -> Result<()> {
         if args.loadgen == Engine::Official {
             official_in_child(args, scenario, &urls, &output)?;
         } else {
-            crate::run_network(args, scenario, urls.clone(), Some(USER_CONF), &output)?;
+            super::run::run_network(args, scenario, urls.clone(), Some(USER_CONF), &output)?;
         }
     }
     drop(nodes);

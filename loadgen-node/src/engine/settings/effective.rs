@@ -66,7 +66,7 @@ impl EffectiveSettings {
                 } else {
                     problems.push(format!(
                         "Invalid value for server_target_qps requested. requested: {} using: 1",
-                        crate::logs::format::cpp_double(req.server_target_qps)
+                        crate::engine::logs::format::cpp_double(req.server_target_qps)
                     ));
                     1.0
                 };
@@ -83,7 +83,7 @@ impl EffectiveSettings {
                 } else {
                     problems.push(format!(
                         "Invalid value for offline_expected_qps requested. requested: {} using: 1",
-                        crate::logs::format::cpp_double(req.offline_expected_qps)
+                        crate::engine::logs::format::cpp_double(req.offline_expected_qps)
                     ));
                     1.0
                 };

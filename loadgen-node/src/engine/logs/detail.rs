@@ -137,7 +137,7 @@ impl<W: Write> DetailLog<W> {
 macro_rules! mllog {
     ($log:expr, $key:expr, $value:expr) => {
         $log.event(
-            $crate::logs::detail::Level::Info,
+            $crate::engine::logs::detail::Level::Info,
             $key,
             $value.into(),
             file!(),
@@ -146,7 +146,7 @@ macro_rules! mllog {
     };
     ($log:expr, warning $key:expr, $value:expr) => {
         $log.event(
-            $crate::logs::detail::Level::Warning,
+            $crate::engine::logs::detail::Level::Warning,
             $key,
             $value.into(),
             file!(),
@@ -155,7 +155,7 @@ macro_rules! mllog {
     };
     ($log:expr, error $key:expr, $value:expr) => {
         $log.event(
-            $crate::logs::detail::Level::Error,
+            $crate::engine::logs::detail::Level::Error,
             $key,
             $value.into(),
             file!(),

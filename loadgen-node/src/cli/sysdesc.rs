@@ -117,6 +117,51 @@ pub fn describe(inputs: &Inputs<'_>) -> (Value, Vec<&'static str>) {
     (Value::Object(fields), todo)
 }
 
+/// `loadgen-node sysdesc`: connects to every node and writes the
+/// Network-division fields of the system description.
+pub fn command(args: &super::args::SysdescArgs) -> anyhow::Result<()> {
+    use anyhow::{bail, Context};
+    let nodes = args.network.sut_node.clone();
+    if nodes.is_empty() {
+        bail!("sysdesc needs the nodes: --sut-node URL (repeat for each)");
+    }
+    let transports: Vec<&str> = nodes
+        .iter()
+        .map(|u| match u.transport {
+            qdl::node_url::Transport::Grpc => "grpc",
+            qdl::node_url::Transport::Quic => "quic",
+        })
+        .collect();
+    let config = super::setup::qdl_config(&args.network, nodes)?;
+    let infos: Vec<pb::NodeInfo> = qdl::describe_nodes(&config)?
+        .into_iter()
+        .map(|(_, info)| info)
+        .collect();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let software = format!(
+        "netdiv loadgen-node {} (QDL: tonic gRPC, quinn QUIC), Linux {}",
+        env!("CARGO_PKG_VERSION"),
+        kernel.trim()
+    );
+    let local = sut_node::nic::interfaces();
+    let (fields, todo) = describe(&Inputs {
+        local_nics: &local,
+        nodes: &infos,
+        transports: &transports,
+        software: &software,
+    });
+    let text = serde_json::to_string_pretty(&fields)? + "\n";
+    match &args.output {
+        Some(path) => std::fs::write(path, text)
+            .with_context(|| format!("cannot write {}", path.display()))?,
+        None => print!("{text}"),
+    }
+    if !todo.is_empty() {
+        eprintln!("loadgen-node: fill in by hand: {}", todo.join(", "));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

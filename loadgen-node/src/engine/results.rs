@@ -1,8 +1,8 @@
 //! Turning one performance run's measurements into the numbers and verdict
 //! the rules define: percentiles, throughput, early stopping and validity.
 
-use crate::early_stopping::MinPassingQueries;
-use crate::settings::{EffectiveSettings, Scenario};
+use crate::engine::early_stopping::MinPassingQueries;
+use crate::engine::settings::{EffectiveSettings, Scenario};
 
 /// What a performance run measured (times in seconds from the start).
 #[derive(Clone, Debug, Default)]
@@ -182,7 +182,7 @@ fn early_stopping(
 ) -> EarlyStoppingResult {
     let n = result.queries_issued;
     let p = settings.target_latency_percentile;
-    let pct = |p: f64| crate::logs::format::fixed(p * 100.0, 1);
+    let pct = |p: f64| crate::engine::logs::format::fixed(p * 100.0, 1);
     match settings.scenario {
         Scenario::Offline => EarlyStoppingResult {
             met: true,
@@ -264,7 +264,7 @@ fn early_stopping(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::TestSettings;
+    use crate::engine::settings::TestSettings;
 
     fn server_settings(target_latency_ns: u64) -> EffectiveSettings {
         let req = TestSettings {

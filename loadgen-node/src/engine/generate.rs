@@ -3,8 +3,8 @@
 //! seeds always give the same queries, matching the official LoadGen draw
 //! for draw.
 
-use crate::rng::{StdRng, UniformIntVariant};
-use crate::settings::{EffectiveSettings, Scenario};
+use crate::engine::rng::{StdRng, UniformIntVariant};
+use crate::engine::settings::{EffectiveSettings, Scenario};
 use crate::sut::{QuerySample, QuerySampleIndex};
 
 /// Samples loaded into memory together, plus MultiStream padding.
@@ -379,7 +379,7 @@ fn push_query(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::{TestMode, TestSettings};
+    use crate::engine::settings::{TestMode, TestSettings};
 
     /// The spec's test vector, from the official 6.0.17 built with GCC 12.
     fn test_vector_settings() -> EffectiveSettings {

@@ -1,0 +1,256 @@
+//! `loadgen-node run`: one test against the SUT the flags choose, through
+//! our engine or (feature `official`) the official LoadGen, then the
+//! summary and where the logs are.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use loadgen_node::engine::logs::LogSettings;
+use loadgen_node::engine::settings::{Scenario, TestSettings};
+use loadgen_node::engine::{start_test, EngineOptions};
+use loadgen_node::sut::network::{QdlSut, StoreQsl};
+use loadgen_node::sut::null::{NullSut, SyntheticQsl};
+use loadgen_node::sut::{Counters, QuerySampleLibrary, SystemUnderTest};
+use qdl::node_url::NodeUrl;
+
+use super::args::{Engine, RunArgs, SutKind};
+use super::progress::ProgressLine;
+use super::{embedded, setup};
+
+/// Runs what the flags ask for: the embedded default without a SUT, else
+/// one test against `--sut` or the `--sut-node`s.
+pub fn command(args: &RunArgs) -> Result<()> {
+    if args.sut.is_none() && args.network.sut_node.is_empty() {
+        return embedded::run_default(args);
+    }
+    let scenario = args
+        .scenario
+        .context("--scenario is required with --sut or --sut-node")?;
+    if args.sut.is_some() && args.loadgen == Engine::Official {
+        bail!("--loadgen official drives network SUTs (--sut-node or the embedded default), not --sut null, synthetic or local");
+    }
+    if args.synthetic.any() && args.sut != Some(SutKind::Synthetic) {
+        bail!("the --synthetic-* flags set the cost model of --sut synthetic; --sut null answers at once");
+    }
+    match args.sut {
+        Some(SutKind::Null) => run_null(args, scenario),
+        Some(SutKind::Synthetic) => run_synthetic(args, scenario),
+        Some(SutKind::Local) => run_local_node(args, scenario),
+        None => {
+            let nodes = args.network.sut_node.clone();
+            run_network(args, scenario, nodes, None, &args.output)
+        }
+    }
+}
+
+/// `--sut null`: the engine alone, answered at once.
+fn run_null(args: &RunArgs, scenario: Scenario) -> Result<()> {
+    // No data and no cost: the engine measured on its own.
+    let benchmark = setup::benchmark(args);
+    let (total, performance) = setup::counts(args, &benchmark, None)?;
+    let settings = setup::settings(args, scenario, None)?;
+    let qsl = SyntheticQsl::new(total, performance);
+    let sut = NullSut::new(args.sut_name.clone());
+    run_test(args, &sut, &qsl, &settings, &args.output, None)
+}
+
+/// `--sut synthetic`: the sut-node's synthetic backend in this process.
+fn run_synthetic(args: &RunArgs, scenario: Scenario) -> Result<()> {
+    let qsl = setup::qsl(args)?;
+    let settings = setup::settings(args, scenario, None)?;
+    let counters = Arc::new(Counters::default());
+    let sut = setup::synthetic_node_sut(args, qsl.store.clone(), counters.clone());
+    run_test(args, &sut, &qsl, &settings, &args.output, Some(counters))
+}
+
+/// `--sut local`: a configured sut-node (backend and batcher) in-process.
+fn run_local_node(args: &RunArgs, scenario: Scenario) -> Result<()> {
+    let Some(path) = &args.node_config else {
+        bail!("--sut local needs --node-config FILE (a sut-node config file)");
+    };
+    let node_config = sut_node::config::FileConfig::load(path)?;
+    let qsl = setup::qsl(args)?;
+    let settings = setup::settings(args, scenario, None)?;
+    let counters = Arc::new(Counters::default());
+    let sut = setup::configured_node_sut(args, &node_config, qsl.store.clone(), counters.clone())
+        .with_context(|| format!("node config {}", path.display()))?;
+    run_test(args, &sut, &qsl, &settings, &args.output, Some(counters))
+}
+
+/// Through the QDL to sut-nodes.
+pub fn run_network(
+    args: &RunArgs,
+    scenario: Scenario,
+    nodes: Vec<NodeUrl>,
+    embedded_conf: Option<&str>,
+    output: &Path,
+) -> Result<()> {
+    let qsl = setup::qsl(args)?;
+    let settings = setup::settings(args, scenario, embedded_conf)?;
+    let config = setup::qdl_config(&args.network, nodes)?;
+    let network = qdl::NetworkSut::connect(config, qsl.store.clone())?;
+    for (url, info) in network.node_urls().iter().zip(network.node_infos()) {
+        eprintln!(
+            "loadgen-node: node {url}: {} ({} {}) on {}",
+            info.name, info.backend, info.backend_detail, info.hostname
+        );
+    }
+    let counters = Arc::new(Counters::default());
+    let sut = QdlSut {
+        network,
+        counters: counters.clone(),
+    };
+    match args.loadgen {
+        Engine::Netdiv => run_test(args, &sut, &qsl, &settings, output, Some(counters))?,
+        Engine::Official => {
+            run_official(args, &sut, &qsl, &settings, output, embedded_conf, counters)?
+        }
+    }
+    let stats = sut.network.stats();
+    if stats.nodes_failed > 0 || stats.resent > 0 {
+        eprintln!(
+            "loadgen-node: {} node(s) failed during the run; {} samples were re-sent to the others",
+            stats.nodes_failed, stats.resent
+        );
+    }
+    Ok(())
+}
+
+/// The same test under the official LoadGen, from the same flags and
+/// config files; it prints its own summary.
+#[cfg(feature = "official")]
+fn run_official(
+    args: &RunArgs,
+    sut: &QdlSut,
+    qsl: &StoreQsl,
+    settings: &TestSettings,
+    output: &Path,
+    embedded_conf: Option<&str>,
+    counters: Arc<Counters>,
+) -> Result<()> {
+    use loadgen_node::sut::official::{self, OfficialRun};
+    std::fs::create_dir_all(output)
+        .with_context(|| format!("cannot create {}", output.display()))?;
+    // The official LoadGen reads config files only, so the embedded
+    // default's settings go to one next to the logs.
+    let embedded_path = output.join("embedded-user.conf");
+    let user_conf = match (&args.user_conf, embedded_conf) {
+        (Some(path), _) => Some(path.as_path()),
+        (None, Some(text)) => {
+            std::fs::write(&embedded_path, text)
+                .with_context(|| format!("cannot write {}", embedded_path.display()))?;
+            Some(embedded_path.as_path())
+        }
+        (None, None) => None,
+    };
+    let model = setup::model(args);
+    let audit = args
+        .audit_conf
+        .clone()
+        .unwrap_or_else(official::default_audit_conf);
+    let _progress = ProgressLine::start(
+        args.progress,
+        format!("{} (official LoadGen)", settings.scenario.name()),
+        Duration::from_millis(settings.min_duration_ms),
+        counters.clone(),
+    );
+    let issued = official::run(
+        &sut.network,
+        qsl,
+        counters,
+        &OfficialRun {
+            scenario: settings.scenario,
+            mode: settings.mode,
+            model: &model,
+            mlperf_conf: args.mlperf_conf.as_deref(),
+            user_conf,
+            audit_conf: &audit,
+            outdir: output,
+            enable_trace: !args.no_trace,
+            record_issued: args.record_issued.is_some(),
+        },
+    )?;
+    drop(_progress);
+    if let Some(path) = &args.record_issued {
+        write_issued(path, &issued)?;
+    }
+    println!(
+        "Logs written to {} (by the official MLPerf LoadGen)",
+        output.display()
+    );
+    Ok(())
+}
+
+#[cfg(not(feature = "official"))]
+fn run_official(
+    _: &RunArgs,
+    _: &QdlSut,
+    _: &StoreQsl,
+    _: &TestSettings,
+    _: &Path,
+    _: Option<&str>,
+    _: Arc<Counters>,
+) -> Result<()> {
+    bail!(
+        "this loadgen-node was built without the official LoadGen: rebuild with \
+         `cargo build --release -p loadgen-node --features official` (needs g++)"
+    )
+}
+
+fn write_issued(path: &Path, issued: &[usize]) -> Result<()> {
+    let mut out = std::io::BufWriter::new(
+        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+    );
+    for index in issued {
+        writeln!(out, "{index}")?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// Runs one test, then prints the summary and where the logs are.
+fn run_test(
+    args: &RunArgs,
+    sut: &dyn SystemUnderTest,
+    qsl: &dyn QuerySampleLibrary,
+    settings: &TestSettings,
+    output: &Path,
+    counters: Option<Arc<Counters>>,
+) -> Result<()> {
+    let logs = LogSettings {
+        outdir: output.to_path_buf(),
+        enable_trace: !args.no_trace,
+        ..LogSettings::default()
+    };
+    let options = EngineOptions {
+        uniform_int: args.uniform_int,
+        audit_config: args.audit_conf.clone(),
+        record_issued: args.record_issued.is_some(),
+    };
+    let _progress = counters.map(|c| {
+        ProgressLine::start(
+            args.progress,
+            settings.scenario.name().to_string(),
+            Duration::from_millis(settings.min_duration_ms),
+            c,
+        )
+    });
+    let outcome = start_test(sut, qsl, settings, &logs, options)?;
+    drop(_progress);
+    if let Some(path) = &args.record_issued {
+        write_issued(path, &outcome.issued)?;
+    }
+    print!("{}", outcome.summary_text);
+    println!("Logs written to {}", output.display());
+    if outcome.error_count > 0 {
+        bail!(
+            "the run logged {} errors; see {}",
+            outcome.error_count,
+            output.join("mlperf_log_detail.txt").display()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,27 @@
+//! The LoadGen engine: the Rust counterpart of the official MLPerf LoadGen.
+//!
+//! In the order a test uses them:
+//!
+//! * [`settings`]: mlperf.conf, user.conf and audit.config, and the
+//!   effective settings derived from them;
+//! * [`rng`]: the official LoadGen's random numbers, bit for bit;
+//! * [`generate`]: loadable sample sets and the queries of a pass, with
+//!   their schedule;
+//! * [`issue`]: the issuing thread that hands queries to the SUT on time;
+//! * [`completion`]: recording completions, lock-free, exactly once;
+//! * [`results`] and [`early_stopping`]: latencies, percentiles, the
+//!   verdict;
+//! * [`logs`]: the four MLPerf log files;
+//! * [`test`]: the whole test (the official `StartTest`) that runs them.
+
+pub mod completion;
+pub mod early_stopping;
+pub mod generate;
+pub mod issue;
+pub mod logs;
+pub mod results;
+pub mod rng;
+pub mod settings;
+pub mod test;
+
+pub use test::{start_test, EngineOptions, TestError, TestOutcome};

@@ -1,0 +1,337 @@
+//! The Network SUT: the QDL's face to a LoadGen. It connects to every node,
+//! answers Name() with a live round trip to all of them, cuts queries into
+//! pieces (never merging two), hands them to nodes as their windows allow,
+//! decodes responses (timed: lz4 is the QDL's one permitted extra) and
+//! completes each sample exactly once, moving a failed node's samples to
+//! the others. Everything else is the nodes' work.
+//!
+//! The work is split in three: this facade (connect, Name, stats), the
+//! [`router`] that moves queries and completions between the LoadGen and
+//! the links, and the [`watchdog`] that fails nodes which stop making
+//! progress.
+
+mod router;
+mod watchdog;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use netdiv_proto::codec::Codec;
+use netdiv_proto::pb;
+use netdiv_proto::transport::QDL_CLOSE_TIMEOUT;
+use netdiv_proto::{Benchmark, Direction};
+
+use crate::dispatch::DispatchPolicy;
+use crate::link::{Link, LinkError, LinkEvents};
+use crate::name::{self, NameError};
+use crate::node_url::NodeUrl;
+use crate::pool::{Pool, Window};
+use crate::samples::SampleStore;
+use crate::tls::{ClientTls, TlsError};
+use router::{QueryRouter, Sink};
+
+/// How to reach the nodes and how to share work among them.
+#[derive(Clone, Debug)]
+pub struct QdlConfig {
+    /// The nodes, in the order Name() lists them.
+    pub nodes: Vec<NodeUrl>,
+    /// Required for QUIC; turns gRPC into gRPC over TLS.
+    pub tls: Option<ClientTls>,
+    /// Which node gets the next piece.
+    pub policy: DispatchPolicy,
+    /// Most a node may hold at once; more waits in the QDL (backpressure).
+    pub window: Window,
+    /// Largest piece of a query sent as one message, in samples.
+    pub max_piece_samples: usize,
+    /// Largest piece of a query sent as one message, in bytes.
+    pub max_piece_bytes: u64,
+    /// Threads for network I/O and response decoding.
+    pub io_threads: usize,
+    /// A node holding samples that completes none for this long is treated
+    /// as failed (its samples go to the others); `None` waits forever.
+    pub node_timeout: Option<Duration>,
+}
+
+impl QdlConfig {
+    /// The defaults for `nodes`: least-outstanding dispatch, a window of
+    /// 1024 samples and 64 MiB per node, pieces of at most 16 samples and
+    /// 4 MiB, two I/O threads, a 60 s node timeout.
+    pub fn new(nodes: Vec<NodeUrl>) -> QdlConfig {
+        QdlConfig {
+            nodes,
+            tls: None,
+            policy: DispatchPolicy::LeastOutstanding,
+            window: Window {
+                samples: 1024,
+                bytes: 64 << 20,
+            },
+            max_piece_samples: 16,
+            max_piece_bytes: 4 << 20,
+            io_threads: 2,
+            node_timeout: Some(Duration::from_secs(60)),
+        }
+    }
+}
+
+/// Why the QDL could not start or name itself.
+#[derive(Debug, thiserror::Error)]
+pub enum QdlError {
+    /// The client's TLS files cannot be used.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// One node could not be reached, or cannot serve this run.
+    #[error("node {node}: {source}")]
+    Node {
+        /// The node's address.
+        node: String,
+        /// What went wrong.
+        source: LinkError,
+    },
+    /// The node names do not make one SUT name.
+    #[error(transparent)]
+    Name(#[from] NameError),
+    /// The QDL's tokio runtime could not start.
+    #[error("cannot start the QDL's I/O threads: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// Counters for progress displays and reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QdlStats {
+    /// Samples completed towards the LoadGen.
+    pub completed: u64,
+    /// Samples sent and not yet answered.
+    pub in_flight: u64,
+    /// Samples waiting in the QDL for room on a node.
+    pub queued: u64,
+    /// Samples sent again after their node failed or declined.
+    pub resent: u64,
+    /// Answers dropped because the sample had moved on (late answers).
+    pub late_answers: u64,
+    /// Nodes that failed or stopped taking work.
+    pub nodes_failed: u64,
+}
+
+/// Many sut-nodes shown as one SUT.
+pub struct NetworkSut {
+    router: Arc<QueryRouter>,
+    infos: Vec<pb::NodeInfo>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+/// The nodes, connected, with their Info, in the configured order.
+struct Connected {
+    runtime: tokio::runtime::Runtime,
+    urls: Vec<String>,
+    links: Vec<Link>,
+    infos: Vec<pb::NodeInfo>,
+}
+
+/// Connects to every node concurrently and asks each for its Info.
+fn connect_all(config: &QdlConfig) -> Result<Connected, QdlError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.io_threads.max(1))
+        .thread_name("qdl-io")
+        .enable_all()
+        .build()
+        .map_err(QdlError::Runtime)?;
+    let urls: Vec<String> = config.nodes.iter().map(ToString::to_string).collect();
+    let node_error = |i: usize| {
+        let node = urls[i].clone();
+        move |source| QdlError::Node { node, source }
+    };
+    if let Some(tls) = &config.tls {
+        // Fail on unreadable files before any connection attempt.
+        tls.rustls(netdiv_proto::ALPN)?;
+    }
+    let connected = runtime.block_on(futures::future::join_all(
+        config
+            .nodes
+            .iter()
+            .map(|url| Link::connect(url, config.tls.as_ref())),
+    ));
+    let mut links = Vec::new();
+    for (i, link) in connected.into_iter().enumerate() {
+        links.push(link.map_err(node_error(i))?);
+    }
+    let answers = runtime.block_on(futures::future::join_all(links.iter().map(Link::info)));
+    let mut infos = Vec::new();
+    for (i, info) in answers.into_iter().enumerate() {
+        let info = info.map_err(node_error(i))?;
+        if info.protocol_version != netdiv_proto::PROTOCOL_VERSION {
+            return Err(node_error(i)(LinkError::Version {
+                node: info.protocol_version,
+                ours: netdiv_proto::PROTOCOL_VERSION,
+            }));
+        }
+        infos.push(info);
+    }
+    Ok(Connected {
+        runtime,
+        urls,
+        links,
+        infos,
+    })
+}
+
+/// Each node's address and Info, for tools that describe the nodes
+/// (`loadgen-node sysdesc`) without running a benchmark on them.
+pub fn describe_nodes(config: &QdlConfig) -> Result<Vec<(String, pb::NodeInfo)>, QdlError> {
+    let connected = connect_all(config)?;
+    let Connected {
+        runtime,
+        urls,
+        links,
+        infos,
+    } = connected;
+    runtime.block_on(async {
+        let closing = futures::future::join_all(links.iter().map(Link::close));
+        let _ = tokio::time::timeout(QDL_CLOSE_TIMEOUT, closing).await;
+    });
+    Ok(urls.into_iter().zip(infos).collect())
+}
+
+/// A node must serve the run's benchmark and accept the codec its samples
+/// are stored in.
+fn check_compatible(info: &pb::NodeInfo, run: &Benchmark, codec: Codec) -> Result<(), LinkError> {
+    let same = Benchmark::parse(&info.benchmark).is_ok_and(|node| node.same_benchmark(run));
+    if !same {
+        return Err(LinkError::OtherBenchmark {
+            node: info.benchmark.clone(),
+            run: run.to_string(),
+        });
+    }
+    // The node enforces the same table; checking here names the problem
+    // before any sample is sent.
+    if !info.codecs.contains(&(codec.to_proto() as i32))
+        || run.check_codec(Direction::Input, codec).is_err()
+    {
+        return Err(LinkError::CodecRefused {
+            codec,
+            benchmark: run.to_string(),
+        });
+    }
+    Ok(())
+}
+
+impl NetworkSut {
+    /// Connects to every node (concurrently), checks each serves the
+    /// store's benchmark and accepts the store's codec, and opens the
+    /// query paths.
+    pub fn connect(config: QdlConfig, store: Arc<SampleStore>) -> Result<NetworkSut, QdlError> {
+        let Connected {
+            runtime,
+            urls,
+            links,
+            infos,
+        } = connect_all(&config)?;
+        for (i, info) in infos.iter().enumerate() {
+            check_compatible(info, store.benchmark(), store.codec()).map_err(|source| {
+                QdlError::Node {
+                    node: urls[i].clone(),
+                    source,
+                }
+            })?;
+        }
+        let pool = Pool::new(
+            links.len(),
+            config.policy,
+            config.window,
+            0x9e37_79b9_7f4a_7c15,
+        );
+        let router = Arc::new(QueryRouter::new(
+            urls,
+            links,
+            pool,
+            store,
+            config.max_piece_samples,
+            config.max_piece_bytes,
+        ));
+        for (i, link) in router.links.iter().enumerate() {
+            let events: Arc<dyn LinkEvents> = router.clone();
+            runtime
+                .block_on(link.start(i, events))
+                .map_err(|source| QdlError::Node {
+                    node: router.urls[i].clone(),
+                    source,
+                })?;
+        }
+        if let Some(timeout) = config.node_timeout {
+            runtime.spawn(watchdog::watch(Arc::downgrade(&router), timeout));
+        }
+        Ok(NetworkSut {
+            router,
+            infos,
+            runtime: Some(runtime),
+        })
+    }
+
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.runtime.as_ref().expect("runtime lives until drop")
+    }
+
+    /// The SUT name: a live Name round trip to every node, concurrently,
+    /// aggregated into "Network SUT [name, ...]"; duplicates are refused.
+    pub fn name(&self) -> Result<String, QdlError> {
+        let answers = self.runtime().block_on(futures::future::join_all(
+            self.router.links.iter().map(Link::name),
+        ));
+        let mut named = Vec::new();
+        for (url, answer) in self.router.urls.iter().zip(answers) {
+            let name = answer.map_err(|source| QdlError::Node {
+                node: url.clone(),
+                source,
+            })?;
+            named.push((url.clone(), name));
+        }
+        Ok(name::aggregate(&named)?)
+    }
+
+    /// What each node reported when it was connected, in node order.
+    pub fn node_infos(&self) -> &[pb::NodeInfo] {
+        &self.infos
+    }
+
+    /// The node addresses, in order.
+    pub fn node_urls(&self) -> &[String] {
+        &self.router.urls
+    }
+
+    /// Issues one LoadGen query: `(response id, QSL index)` per sample.
+    /// Returns at once; every sample is later completed exactly once
+    /// through `sink`, or `sink.fail` says why the run cannot finish.
+    pub fn issue(&self, samples: &[(u64, usize)], sink: &Sink) {
+        self.router.issue(samples, sink);
+    }
+
+    /// Current counters.
+    pub fn stats(&self) -> QdlStats {
+        let router = &self.router;
+        let pool = router.lock_pool();
+        QdlStats {
+            completed: router.completed.load(Ordering::Relaxed),
+            in_flight: pool.in_flight(),
+            queued: pool.queued() as u64,
+            resent: pool.requeued(),
+            late_answers: router.late_answers.load(Ordering::Relaxed),
+            nodes_failed: (0..router.node_count())
+                .filter(|&i| !pool.is_healthy(i))
+                .count() as u64,
+        }
+    }
+}
+
+impl Drop for NetworkSut {
+    fn drop(&mut self) {
+        self.router.closing.store(true, Ordering::Release);
+        if let Some(runtime) = self.runtime.take() {
+            let links = &self.router.links;
+            let _ = runtime.block_on(async {
+                let closing = futures::future::join_all(links.iter().map(Link::close));
+                tokio::time::timeout(QDL_CLOSE_TIMEOUT, closing).await
+            });
+            runtime.shutdown_timeout(Duration::from_secs(1));
+        }
+    }
+}

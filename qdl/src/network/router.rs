@@ -1,0 +1,313 @@
+//! The QDL's core between the LoadGen and the links: it cuts each query
+//! into pieces, asks the pool where they go, builds their messages from the
+//! QSL's bytes (unchanged), and turns what the links report into
+//! completions, failures and re-sends. It owns no socket; the links do.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use netdiv_proto::pb;
+use netdiv_proto::sample::completion_output;
+use netdiv_proto::transport::MAX_MESSAGE_BYTES;
+
+use crate::dispatch;
+use crate::link::{Link, LinkError, LinkEvents};
+use crate::pool::{AllNodesFailed, Piece, Pool, SampleRef, SendTo};
+use crate::samples::SampleStore;
+use crate::sink::{CompletionSink, Response};
+
+/// Where a sample's completion goes.
+pub(super) type Sink = Arc<dyn CompletionSink>;
+
+/// Routes queries to nodes and completions back to their sinks.
+pub(super) struct QueryRouter {
+    pub(super) urls: Vec<String>,
+    pub(super) links: Vec<Link>,
+    pool: Mutex<Pool<Sink>>,
+    pub(super) store: Arc<SampleStore>,
+    max_piece_samples: usize,
+    max_piece_bytes: u64,
+    next_query: AtomicU64,
+    /// Set at the end of a run: links closing then are not failures.
+    pub(super) closing: AtomicBool,
+    pub(super) completed: AtomicU64,
+    pub(super) late_answers: AtomicU64,
+}
+
+/// A failed sample's reason names its node and id.
+fn sample_failure(url: &str, id: u64, what: &dyn std::fmt::Display) -> String {
+    format!("node {url}, sample {id}: {what}")
+}
+
+/// Tells each distinct sink in `sinks` once.
+fn tell_once(sinks: impl IntoIterator<Item = Sink>, reason: impl Fn() -> String) {
+    let mut told: Vec<Sink> = Vec::new();
+    for sink in sinks {
+        if !told.iter().any(|s| Arc::ptr_eq(s, &sink)) {
+            sink.fail(&reason());
+            told.push(sink);
+        }
+    }
+}
+
+impl QueryRouter {
+    pub(super) fn new(
+        urls: Vec<String>,
+        links: Vec<Link>,
+        pool: Pool<Sink>,
+        store: Arc<SampleStore>,
+        max_piece_samples: usize,
+        max_piece_bytes: u64,
+    ) -> QueryRouter {
+        QueryRouter {
+            urls,
+            links,
+            pool: Mutex::new(pool),
+            store,
+            max_piece_samples,
+            max_piece_bytes,
+            next_query: AtomicU64::new(1),
+            closing: AtomicBool::new(false),
+            completed: AtomicU64::new(0),
+            late_answers: AtomicU64::new(0),
+        }
+    }
+
+    pub(super) fn node_count(&self) -> usize {
+        self.links.len()
+    }
+
+    pub(super) fn lock_pool(&self) -> MutexGuard<'_, Pool<Sink>> {
+        // The pool's invariants hold between calls; a panic elsewhere
+        // while it was locked leaves it usable.
+        self.pool.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Issues one LoadGen query of `(response id, QSL index)` pairs.
+    pub(super) fn issue(&self, samples: &[(u64, usize)], sink: &Sink) {
+        let query_id = self.next_query.fetch_add(1, Ordering::Relaxed);
+        let mut refs = Vec::with_capacity(samples.len());
+        {
+            let loaded = self.store.loaded();
+            for &(response_id, index) in samples {
+                let Some(stored) = loaded.get(index) else {
+                    sink.fail(&format!(
+                        "QSL sample {index} was issued but is not loaded (LoadSamplesToRam)"
+                    ));
+                    return;
+                };
+                refs.push(SampleRef {
+                    response_id,
+                    index,
+                    bytes: stored.data.len() as u64,
+                });
+            }
+        }
+        let sizes: Vec<u64> = refs.iter().map(|r| r.bytes).collect();
+        let ranges = dispatch::pieces(&sizes, self.max_piece_samples, self.max_piece_bytes);
+        let pieces: Vec<Piece<Sink>> = if ranges.len() == 1 {
+            vec![Piece {
+                query_id,
+                samples: refs,
+                tag: sink.clone(),
+            }]
+        } else {
+            ranges
+                .into_iter()
+                .map(|r| Piece {
+                    query_id,
+                    samples: refs[r].to_vec(),
+                    tag: sink.clone(),
+                })
+                .collect()
+        };
+        let result = self.lock_pool().submit(pieces);
+        self.send_or_strand(result);
+    }
+
+    /// Builds each piece's message from the QSL's bytes, unchanged, and
+    /// hands it to its node's link.
+    fn send(&self, sends: Vec<SendTo<Sink>>) {
+        if sends.is_empty() {
+            return;
+        }
+        let mut missing = Vec::new();
+        let queries: Vec<(usize, pb::Query)> = {
+            let loaded = self.store.loaded();
+            sends
+                .into_iter()
+                .map(|SendTo { node, piece }| {
+                    let samples = piece
+                        .samples
+                        .iter()
+                        .filter_map(|s| match loaded.get(s.index) {
+                            Some(stored) => Some(pb::Sample {
+                                response_id: s.response_id,
+                                data: stored.data.clone(),
+                                codec: stored.codec.to_proto() as i32,
+                                decoded_size: stored.decoded_size,
+                            }),
+                            None => {
+                                missing.push((node, s.response_id, s.index));
+                                None
+                            }
+                        })
+                        .collect();
+                    let query = pb::Query {
+                        query_id: piece.query_id,
+                        samples,
+                    };
+                    (node, query)
+                })
+                .collect()
+        };
+        for (node, query) in queries {
+            self.links[node].send(query);
+        }
+        for (node, id, index) in missing {
+            self.fail_samples(
+                node,
+                &[id],
+                &format!("QSL sample {index} was unloaded while in use"),
+            );
+        }
+    }
+
+    fn send_or_strand(&self, result: Result<Vec<SendTo<Sink>>, AllNodesFailed>) {
+        match result {
+            Ok(sends) => self.send(sends),
+            Err(e) => self.strand(e),
+        }
+    }
+
+    /// Ends the samples `ids` of `node` for good and tells their sinks.
+    fn fail_samples(&self, node: usize, ids: &[u64], reason: &dyn std::fmt::Display) {
+        let (tags, sends) = self.lock_pool().complete(node, ids);
+        self.send(sends);
+        let failed = ids.iter().zip(tags).filter_map(|(id, t)| Some((*id, t?)));
+        let mut told: Vec<Sink> = Vec::new();
+        for (id, sink) in failed {
+            if !told.iter().any(|s| Arc::ptr_eq(s, &sink)) {
+                sink.fail(&sample_failure(&self.urls[node], id, reason));
+                told.push(sink);
+            }
+        }
+    }
+
+    /// No node is left: fail every sink that still waits.
+    fn strand(&self, error: AllNodesFailed) {
+        let sinks = self.lock_pool().strand();
+        let reason = format!("{error} (nodes: {})", self.urls.join(", "));
+        tell_once(sinks, || reason.clone());
+    }
+
+    /// `node` is gone: its samples go to the others.
+    pub(super) fn fail_node(&self, node: usize, error: LinkError) {
+        if self.closing.load(Ordering::Acquire) {
+            return;
+        }
+        let reason = error.to_string();
+        let result = {
+            let mut pool = self.lock_pool();
+            let first = pool.is_healthy(node);
+            let result = pool.fail(node, &reason);
+            if first {
+                eprintln!(
+                    "qdl: node {} failed ({reason}); its outstanding samples go to the other nodes",
+                    self.urls[node]
+                );
+            }
+            result
+        };
+        self.send_or_strand(result);
+    }
+
+    /// Hands each run of outputs bound for one sink over in one call;
+    /// returns how many were late (their sample had moved on).
+    fn deliver(&self, ids: &[u64], outputs: &[bytes::Bytes], tags: Vec<Option<Sink>>) -> u64 {
+        let mut batch: Vec<Response<'_>> = Vec::with_capacity(ids.len());
+        let mut batch_sink: Option<Sink> = None;
+        let mut late = 0u64;
+        for ((id, data), tag) in ids.iter().zip(outputs).zip(tags) {
+            let Some(sink) = tag else {
+                late += 1;
+                continue;
+            };
+            if let Some(current) = &batch_sink {
+                if !Arc::ptr_eq(current, &sink) {
+                    current.complete(&batch);
+                    batch.clear();
+                }
+            }
+            batch.push(Response {
+                response_id: *id,
+                data,
+            });
+            batch_sink = Some(sink);
+        }
+        if let Some(sink) = batch_sink {
+            sink.complete(&batch);
+        }
+        late
+    }
+}
+
+impl LinkEvents for QueryRouter {
+    fn completions(&self, node: usize, completions: Vec<pb::Completion>) {
+        let benchmark = self.store.benchmark();
+        let mut ids = Vec::with_capacity(completions.len());
+        let mut outputs = Vec::with_capacity(completions.len());
+        let mut declined = Vec::new();
+        let mut decline_reason = String::new();
+        let mut broken: Vec<(u64, String)> = Vec::new();
+        for c in completions {
+            let id = c.response_id;
+            if !c.error.is_empty() {
+                if c.retryable {
+                    declined.push(id);
+                    decline_reason = c.error;
+                } else {
+                    broken.push((id, c.error));
+                }
+                continue;
+            }
+            match completion_output(c, benchmark, MAX_MESSAGE_BYTES as u64) {
+                Ok(data) => {
+                    ids.push(id);
+                    outputs.push(data);
+                }
+                Err(e) => broken.push((id, format!("response refused: {e}"))),
+            }
+        }
+        let (tags, sends) = self.lock_pool().complete(node, &ids);
+        self.send(sends);
+        let late = self.deliver(&ids, &outputs, tags);
+        self.completed
+            .fetch_add(ids.len() as u64 - late, Ordering::Relaxed);
+        self.late_answers.fetch_add(late, Ordering::Relaxed);
+        for (id, error) in broken {
+            self.fail_samples(node, &[id], &error);
+        }
+        if !declined.is_empty() {
+            let result = {
+                let mut pool = self.lock_pool();
+                if pool.is_healthy(node) {
+                    eprintln!(
+                        "qdl: node {} declines work ({decline_reason}); it gets no more, and what it declines goes to the other nodes",
+                        self.urls[node]
+                    );
+                }
+                pool.decline(node, &declined, &decline_reason)
+            };
+            self.send_or_strand(result);
+        }
+    }
+
+    fn failed(&self, node: usize, error: LinkError) {
+        self.fail_node(node, error);
+    }
+
+    fn refused(&self, node: usize, ids: Vec<u64>, error: LinkError) {
+        self.fail_samples(node, &ids, &error);
+    }
+}
