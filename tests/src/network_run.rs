@@ -5,13 +5,19 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
+use sut_node::config::FileConfig;
 
+use crate::binaries::loadgen_node_bin;
+use crate::configs::node_toml;
+use crate::files::write_file;
+use crate::mlperf_logs::{parse_accuracy, parse_detail, AccuracyEntry};
+use crate::process::run_with_deadline;
 use crate::sut_client::NodeProcess;
-use crate::{loadgen_node_bin, parse_accuracy, parse_detail, AccuracyEntry};
+use crate::text::tail;
 
 /// sut-nodes of one transport, started for a test.
 pub struct Cluster {
@@ -23,16 +29,17 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Starts one node per name with `node_config` (TOML) as `--config`.
+    /// Starts one node per name with `node_config`, written to
+    /// `dir/sut-node.toml`, as `--config`.
     pub fn start(
         dir: &Path,
         transport: &'static str,
         names: &[&str],
-        node_config: &str,
+        node_config: &FileConfig,
         extra: &[&str],
     ) -> Result<Cluster> {
         fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        let config = crate::write_file(dir, "sut-node.toml", node_config)?;
+        let config = write_file(dir, "sut-node.toml", &node_toml(node_config)?)?;
         let certs = (transport == "quic").then(|| dir.join("certs"));
         if let Some(certs) = &certs {
             // One CA for every node, so one --dev-tls works for the QDL.
@@ -117,8 +124,8 @@ impl LoadgenRun {
             bail!(
                 "loadgen-node failed ({}):\n{}\n{}",
                 self.status,
-                crate::tail(&self.stdout, 20),
-                crate::tail(&self.stderr, 20)
+                tail(&self.stdout, 20),
+                tail(&self.stderr, 20)
             );
         }
         Ok(self)
@@ -141,7 +148,8 @@ pub fn loadgen_with(
     let logs = dir.join("logs");
     let stdout_path = dir.join("loadgen.stdout");
     let stderr_path = dir.join("loadgen.stderr");
-    let mut child = Command::new(program)
+    let mut command = Command::new(program);
+    command
         .current_dir(dir)
         .arg("run")
         .args(args)
@@ -149,30 +157,20 @@ pub fn loadgen_with(
         .arg(&logs)
         .stdin(Stdio::null())
         .stdout(fs::File::create(&stdout_path)?)
-        .stderr(fs::File::create(&stderr_path)?)
-        .spawn()
-        .context("cannot start loadgen-node")?;
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        if start.elapsed() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!(
-                "loadgen-node still running after {deadline:?} (hung?):\n{}",
-                crate::tail(&fs::read_to_string(&stderr_path).unwrap_or_default(), 20)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+        .stderr(fs::File::create(&stderr_path)?);
+    let exited = run_with_deadline(&mut command, deadline)?;
+    if exited.timed_out {
+        bail!(
+            "loadgen-node still running after {deadline:?} (hung?):\n{}",
+            tail(&fs::read_to_string(&stderr_path).unwrap_or_default(), 20)
+        );
+    }
     Ok(LoadgenRun {
         logs,
-        status,
+        status: exited.status,
         stdout: fs::read_to_string(&stdout_path)?,
         stderr: fs::read_to_string(&stderr_path)?,
-        wall: start.elapsed(),
+        wall: exited.wall,
     })
 }
 
@@ -210,7 +208,7 @@ impl BenchClusters {
     pub fn start(
         dir: &Path,
         names: &[&str],
-        node_config: &str,
+        node_config: &FileConfig,
         extra: &[&str],
     ) -> Result<BenchClusters> {
         Ok(BenchClusters {

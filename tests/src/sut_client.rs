@@ -23,7 +23,9 @@ pub struct NodeProcess {
     pub quic: Option<SocketAddr>,
     /// The --dev-tls directory, when TLS is on.
     pub certs: Option<PathBuf>,
-    stderr_path: PathBuf,
+    /// The node's stderr, a file removed with the node (see
+    /// [`crate::files::test_file`]).
+    stderr: tempfile::TempPath,
 }
 
 impl NodeProcess {
@@ -31,13 +33,7 @@ impl NodeProcess {
     /// "listening" line. `certs` adds `--dev-tls certs`.
     pub fn start(name: &str, certs: Option<&Path>, args: &[&str]) -> Result<NodeProcess> {
         let bin = crate::sut_node_bin()?;
-        let stderr_path = std::env::temp_dir().join(format!(
-            "netdiv-sut-node-{}-{name}-{}.stderr",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)?
-                .as_nanos()
-        ));
+        let stderr_file = crate::files::test_file(&format!("sut-node-{name}"), ".stderr")?;
         let mut cmd = Command::new(&bin);
         cmd.args(["--name", name, "--listen", "127.0.0.1:0"])
             .args(args);
@@ -47,7 +43,7 @@ impl NodeProcess {
         let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr_path)?)
+            .stderr(stderr_file.reopen()?)
             .spawn()
             .with_context(|| format!("cannot start {}", bin.display()))?;
         let stdout = child.stdout.take().expect("piped stdout");
@@ -62,7 +58,7 @@ impl NodeProcess {
             let _ = child.wait();
             bail!(
                 "sut-node {name} did not start: {line:?}\n{}",
-                std::fs::read_to_string(&stderr_path).unwrap_or_default()
+                std::fs::read_to_string(stderr_file.path()).unwrap_or_default()
             );
         }
         let field = |key: &str| -> Option<SocketAddr> {
@@ -76,13 +72,13 @@ impl NodeProcess {
             name: name.to_string(),
             certs: certs.map(Path::to_path_buf),
             child,
-            stderr_path,
+            stderr: stderr_file.into_temp_path(),
         })
     }
 
     /// What the node wrote to stderr so far.
     pub fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
 }
 
@@ -90,7 +86,7 @@ impl Drop for NodeProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.stderr_path);
+        // The stderr file goes when `self.stderr` is dropped, after this.
     }
 }
 

@@ -28,13 +28,14 @@
 //! directories of a failed case are kept (path in the message).
 
 use std::fmt::{self, Debug, Write as _};
-use std::fs;
 use std::time::Instant;
 
-use netdiv_tests::{
-    clip, detail_value, detail_values, run_both, summary_labels, summary_value, unique_temp_dir,
-    write_file, AccuracyEntry, RunOutput, RunSpec,
+use netdiv_tests::engines::{run_both, RunOutput, RunSpec};
+use netdiv_tests::mlperf_logs::{
+    detail_value, detail_values, summary_labels, summary_value, AccuracyEntry,
 };
+use netdiv_tests::text::clip;
+use netdiv_tests::{test_dir, write_file};
 use serde_json::Value;
 
 const SINGLE_STREAM: &str = "\
@@ -117,7 +118,7 @@ impl Case {
 
     fn check(self) {
         let started = Instant::now();
-        let dir = unique_temp_dir(self.name).expect("temp dir");
+        let dir = test_dir(self.name).expect("test dir");
         let user_conf = write_file(&dir, "user.conf", &self.user_conf).expect("user.conf");
         let mut spec = RunSpec::new(self.scenario, self.mode, self.total, self.performance)
             .user_conf(user_conf);
@@ -130,9 +131,9 @@ impl Case {
         let (official, ours) = match run_both(&spec, &dir) {
             Ok(pair) => pair,
             Err(e) => panic!(
-                "case {}: a run failed (files in {}):\n{e:#}",
+                "case {}: a run failed (files kept in {}):\n{e:#}",
                 self.name,
-                dir.display()
+                dir.keep().display()
             ),
         };
         let mut report = Report::default();
@@ -146,14 +147,13 @@ impl Case {
             ours.wall.as_secs_f64(),
             started.elapsed().as_secs_f64()
         );
-        if report.items.is_empty() {
-            let _ = fs::remove_dir_all(&dir);
-        } else {
+        // The directory goes with `dir` unless the case failed.
+        if !report.items.is_empty() {
             panic!(
                 "case {}: {} comparison(s) differ (official vs ours; run files kept in {}):\n{report}",
                 self.name,
                 report.items.len(),
-                dir.display()
+                dir.keep().display()
             );
         }
     }

@@ -14,9 +14,10 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
+use netdiv_tests::mlperf_logs::{parse_accuracy, parse_issued};
+use netdiv_tests::text::replace_once;
 use netdiv_tests::{
-    loadgen_node_bin, parse_accuracy, parse_issued, skip_unless_ci, sut_node_bin, tail,
-    unique_temp_dir, workspace_root,
+    loadgen_node_bin, skip_unless_ci, sut_node_bin, tail, test_dir, workspace_root,
 };
 
 #[test]
@@ -55,7 +56,7 @@ fn systemd_units_pass_systemd_analyze_verify() -> Result<()> {
 fn systemd_units_with_a_mistake_fail_verification() -> Result<()> {
     // The check must be able to fail: a misspelt directive is caught even
     // though systemd-analyze itself exits 0 for it.
-    let dir = unique_temp_dir("systemd-broken")?;
+    let dir = test_dir("systemd-broken")?;
     let units = workspace_root().join("deploy/systemd");
     for entry in std::fs::read_dir(&units)? {
         let path = entry?.path();
@@ -65,7 +66,11 @@ fn systemd_units_with_a_mistake_fail_verification() -> Result<()> {
     }
     let unit = dir.join("sut-node@.service");
     let text = std::fs::read_to_string(&unit)?;
-    std::fs::write(&unit, text.replace("ProtectHome=yes", "ProtectHomee=yes"))?;
+    std::fs::write(
+        &unit,
+        replace_once(&text, "ProtectHome=yes", "ProtectHomee=yes")
+            .with_context(|| format!("breaking {}", unit.display()))?,
+    )?;
     let out = Command::new("bash")
         .arg(units.join("verify.sh"))
         .arg("--sut-node-bin")
@@ -101,7 +106,7 @@ fn receive(socket: &UnixDatagram, what: &str) -> Result<String> {
 
 #[test]
 fn sut_node_notifies_ready_once_listening_and_stopping_when_it_drains() -> Result<()> {
-    let dir = unique_temp_dir("notify")?;
+    let dir = test_dir("notify")?;
     let path = dir.join("notify.sock");
     let manager = UnixDatagram::bind(&path)?;
     let mut node = Command::new(sut_node_bin()?)
@@ -224,7 +229,7 @@ fn compose_lab_completes_every_sample_once_while_a_node_is_stopped_or_killed() -
     if !docker_available() {
         return skip_unless_ci("a Docker engine with compose");
     }
-    let dir = unique_temp_dir("compose-lab")?;
+    let dir = test_dir("compose-lab")?;
 
     // gRPC, a node stopped (SIGTERM): it declines new work and drains.
     let stopped = lab_up(

@@ -12,44 +12,76 @@ use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
 use netdiv_proto::pb;
+use netdiv_tests::mlperf_logs::{detail_value, parse_issued};
 use netdiv_tests::network_run::{loadgen, Cluster, LoadgenRun};
 use netdiv_tests::sut_client::{grpc_client, versioned, ClientCert};
-use netdiv_tests::{detail_value, parse_issued, unique_temp_dir, write_file};
+use netdiv_tests::{test_dir, write_file, UserConf};
 use qdl::samples::{synthetic::synthetic_sample, DType};
-use sut_node::backend::synthetic::expected_output;
+use sut_node::backend::synthetic::{expected_output, SyntheticConfig};
+use sut_node::batcher::BatchPolicy;
+use sut_node::config::FileConfig;
 
 /// Small samples keep sixteen runs quick; the path is the same for large.
 const SHAPE: [usize; 3] = [3, 32, 32];
 const SEED: u64 = 7;
 const OUTPUT_BYTES: usize = 32;
 
-/// A synthetic accelerator: 0.5 ms per batch plus 0.1 ms per sample, so
-/// Offline is backend-bound and runs as long as its minimum duration.
-const NODE_CONFIG: &str = "benchmark = \"resnet50\"\n\
-    [synthetic]\nbatch_cost_us = 500\nsample_cost_us = 100\noutput_bytes = 32\n\
-    [batching]\nmax_batch_size = 32\n";
+/// The benchmark of most runs; its rules allow lz4 only for samples.
+const BENCHMARK: &str = "resnet50";
+
+/// A synthetic accelerator for `benchmark`: 0.5 ms per batch plus 0.1 ms
+/// per sample, so Offline is backend-bound and runs as long as its
+/// minimum duration.
+fn node_config(benchmark: &str) -> FileConfig {
+    FileConfig {
+        benchmark: Some(benchmark.into()),
+        synthetic: SyntheticConfig {
+            batch_cost_us: 500,
+            sample_cost_us: 100,
+            output_bytes: OUTPUT_BYTES,
+            ..SyntheticConfig::default()
+        },
+        batching: BatchPolicy {
+            max_batch_size: 32,
+            ..BatchPolicy::default()
+        },
+        ..FileConfig::default()
+    }
+}
 
 /// Short runs that are VALID on a loaded 2-CPU machine, and every response
 /// in the accuracy log (a sampling target above any run's sample count).
-const USER_CONF: &str = "*.*.min_duration = 300\n\
-    *.SingleStream.min_query_count = 100\n\
-    *.SingleStream.target_latency = 0.5\n\
-    *.MultiStream.min_query_count = 700\n\
-    *.Server.target_qps = 800\n\
-    *.Server.target_latency = 200\n\
-    *.Server.min_query_count = 500\n\
-    *.Offline.target_qps = 40000\n\
-    *.Offline.min_query_count = 1\n\
-    *.*.accuracy_log_rng_seed = 1\n\
-    *.*.accuracy_log_sampling_target = 100000000\n";
+fn user_conf() -> UserConf {
+    UserConf::new()
+        .set("*.*.min_duration", 300)
+        .set("*.SingleStream.min_query_count", 100)
+        .set("*.SingleStream.target_latency", 0.5)
+        .set("*.MultiStream.min_query_count", 700)
+        .set("*.Server.target_qps", 800)
+        .set("*.Server.target_latency", 200)
+        .set("*.Server.min_query_count", 500)
+        .set("*.Offline.target_qps", 40000)
+        .set("*.Offline.min_query_count", 1)
+        .set("*.*.accuracy_log_rng_seed", 1)
+        .set("*.*.accuracy_log_sampling_target", 100000000)
+}
 
 fn lower_hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The flags of a run over `cluster` (plus `extra`).
-fn run_flags(dir: &Path, cluster: &Cluster, scenario: &str, extra: &[&str]) -> Result<Vec<String>> {
-    let conf = write_file(dir, "user.conf", USER_CONF)?;
+/// The flags of a `benchmark` run over `cluster` with `conf` (written to
+/// `dir/user.conf`), plus `extra`. Samples are synthetic, of [`SHAPE`]
+/// whatever the benchmark.
+fn run_flags(
+    dir: &Path,
+    cluster: &Cluster,
+    benchmark: &str,
+    scenario: &str,
+    conf: &UserConf,
+    extra: &[&str],
+) -> Result<Vec<String>> {
+    let conf = write_file(dir, "user.conf", &conf.to_string())?;
     let shape = SHAPE.map(|d| d.to_string()).join(",");
     let mut flags: Vec<String> = [
         "--scenario",
@@ -57,7 +89,7 @@ fn run_flags(dir: &Path, cluster: &Cluster, scenario: &str, extra: &[&str]) -> R
         "--model",
         "e2e",
         "--benchmark",
-        "resnet50",
+        benchmark,
         "--sample-shape",
         &shape,
         "--sample-dtype",
@@ -150,16 +182,16 @@ fn check_run(run: &LoadgenRun, dir: &Path, cluster: &Cluster, scenario: &str) ->
 
 /// All four scenarios in turn over one set of nodes.
 fn all_scenarios(transport: &'static str, nodes: usize) -> Result<()> {
-    let dir = unique_temp_dir(&format!("network-{transport}-{nodes}"))?;
+    let dir = test_dir(&format!("network-{transport}-{nodes}"))?;
     let names: Vec<String> = (1..=nodes)
         .map(|i| format!("{transport}-node-{i}"))
         .collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let cluster = Cluster::start(&dir, transport, &names, NODE_CONFIG, &[])?;
+    let cluster = Cluster::start(&dir, transport, &names, &node_config(BENCHMARK), &[])?;
     for scenario in ["SingleStream", "MultiStream", "Server", "Offline"] {
         let run_dir = dir.join(scenario);
         std::fs::create_dir_all(&run_dir)?;
-        let flags = run_flags(&run_dir, &cluster, scenario, &[])?;
+        let flags = run_flags(&run_dir, &cluster, BENCHMARK, scenario, &user_conf(), &[])?;
         let run = loadgen(&run_dir, &flags, Duration::from_secs(120))?;
         check_run(&run, &run_dir, &cluster, scenario)
             .with_context(|| format!("{transport} x{nodes} {scenario} in {}", run_dir.display()))?;
@@ -188,28 +220,32 @@ fn quic_three_nodes_all_scenarios() -> Result<()> {
 }
 
 /// lz4 both ways (samples compressed at load, responses by the nodes and
-/// decoded by the QDL), round-robin dispatch, and every node used.
+/// decoded by the QDL), round-robin dispatch, and every node used. The
+/// rules allow lz4 responses only for 3D-UNet, so this is a 3D-UNet run
+/// (with the small samples of every other run).
 #[test]
 fn lz4_samples_and_responses_round_robin() -> Result<()> {
-    let dir = unique_temp_dir("network-lz4")?;
+    let dir = test_dir("network-lz4")?;
     let cluster = Cluster::start(
         &dir,
         "grpc",
         &["lz4-a", "lz4-b", "lz4-c"],
-        NODE_CONFIG,
+        &node_config("3d-unet"),
         &["--response-codec", "lz4"],
     )?;
     let flags = run_flags(
         &dir,
         &cluster,
+        "3d-unet",
         "Offline",
+        &user_conf(),
         &["--sample-codec", "lz4", "--dispatch", "round-robin"],
     )?;
     let run = loadgen(&dir, &flags, Duration::from_secs(120))?;
     check_run(&run, &dir, &cluster, "Offline")?;
     for node in &cluster.nodes {
         let log = node.stderr();
-        ensure!(!log.contains("not allowed"), "{}: {log}", node.name);
+        ensure!(!log.contains("the rules allow no"), "{}: {log}", node.name);
     }
     // Round robin gives every node work.
     let runtime = tokio::runtime::Runtime::new()?;
@@ -231,20 +267,17 @@ fn lz4_samples_and_responses_round_robin() -> Result<()> {
 /// Kills one of three nodes mid-run: its outstanding samples go to the
 /// others and every sample is still completed exactly once.
 fn survive_a_killed_node(transport: &'static str, scenario: &str) -> Result<()> {
-    let dir = unique_temp_dir(&format!("network-kill-{transport}"))?;
+    let dir = test_dir(&format!("network-kill-{transport}"))?;
     // Slower nodes so the run lasts long enough to kill one in the middle.
-    let slow = NODE_CONFIG.replace("sample_cost_us = 100", "sample_cost_us = 800");
+    let mut slow = node_config(BENCHMARK);
+    slow.synthetic.sample_cost_us = 800;
     let cluster = Cluster::start(&dir, transport, &["k-1", "k-2", "k-3"], &slow, &[])?;
     // About 2.5 s of work (8250 Offline samples at ~3600/s, or 2000 Server
     // queries); the kill comes at 1 s.
-    let conf = USER_CONF
-        .replace("*.*.min_duration = 300", "*.*.min_duration = 2500")
-        .replace(
-            "*.Offline.target_qps = 40000",
-            "*.Offline.target_qps = 3000",
-        );
-    let flags = run_flags(&dir, &cluster, scenario, &[])?;
-    write_file(&dir, "user.conf", &conf)?;
+    let conf = user_conf()
+        .set("*.*.min_duration", 2500)
+        .set("*.Offline.target_qps", 3000);
+    let flags = run_flags(&dir, &cluster, BENCHMARK, scenario, &conf, &[])?;
     netdiv_tests::loadgen_node_bin()?; // built before the clock starts
     let victim = cluster.nodes[1].child.id() as libc::pid_t;
     let killer = std::thread::spawn(move || {
@@ -282,12 +315,12 @@ fn quic_server_survives_a_killed_node() -> Result<()> {
 /// well before the deadline.
 #[test]
 fn losing_every_node_is_a_clear_error_not_a_hang() -> Result<()> {
-    let dir = unique_temp_dir("network-all-lost")?;
-    let slow = NODE_CONFIG.replace("sample_cost_us = 100", "sample_cost_us = 400");
+    let dir = test_dir("network-all-lost")?;
+    let mut slow = node_config(BENCHMARK);
+    slow.synthetic.sample_cost_us = 400;
     let cluster = Cluster::start(&dir, "grpc", &["gone-1", "gone-2"], &slow, &[])?;
-    let conf = USER_CONF.replace("*.*.min_duration = 300", "*.*.min_duration = 10000");
-    let flags = run_flags(&dir, &cluster, "Offline", &[])?;
-    write_file(&dir, "user.conf", &conf)?;
+    let conf = user_conf().set("*.*.min_duration", 10000);
+    let flags = run_flags(&dir, &cluster, BENCHMARK, "Offline", &conf, &[])?;
     netdiv_tests::loadgen_node_bin()?; // built before the clock starts
     let pids: Vec<libc::pid_t> = cluster.nodes.iter().map(|n| n.child.id() as _).collect();
     let killer = std::thread::spawn(move || {
@@ -313,9 +346,15 @@ fn losing_every_node_is_a_clear_error_not_a_hang() -> Result<()> {
 /// Two nodes with one name cannot form a Network SUT.
 #[test]
 fn duplicate_node_names_are_refused() -> Result<()> {
-    let dir = unique_temp_dir("network-dup")?;
-    let cluster = Cluster::start(&dir, "grpc", &["twin", "twin"], NODE_CONFIG, &[])?;
-    let flags = run_flags(&dir, &cluster, "SingleStream", &[])?;
+    let dir = test_dir("network-dup")?;
+    let cluster = Cluster::start(
+        &dir,
+        "grpc",
+        &["twin", "twin"],
+        &node_config(BENCHMARK),
+        &[],
+    )?;
+    let flags = run_flags(&dir, &cluster, BENCHMARK, "SingleStream", &user_conf(), &[])?;
     let run = loadgen(&dir, &flags, Duration::from_secs(60))?;
     ensure!(!run.status.success(), "{}", run.stdout);
     ensure!(
@@ -331,7 +370,7 @@ fn duplicate_node_names_are_refused() -> Result<()> {
 /// stops the nodes; `--progress always` draws the live line.
 #[test]
 fn embedded_default_runs_offline_and_server_through_two_local_nodes() -> Result<()> {
-    let dir = unique_temp_dir("network-embedded")?;
+    let dir = test_dir("network-embedded")?;
     let output = dir.join("out");
     let run = std::process::Command::new(netdiv_tests::loadgen_node_bin()?)
         .current_dir(&dir)
@@ -379,7 +418,7 @@ fn embedded_default_runs_offline_and_server_through_two_local_nodes() -> Result<
 #[test]
 fn npy_folder_samples_reach_the_nodes_unchanged() -> Result<()> {
     use qdl::samples::npy::write_npy;
-    let dir = unique_temp_dir("network-npy")?;
+    let dir = test_dir("network-npy")?;
     let data = dir.join("data");
     std::fs::create_dir_all(&data)?;
     let mut inputs = Vec::new();
@@ -395,14 +434,20 @@ fn npy_folder_samples_reach_the_nodes_unchanged() -> Result<()> {
         )?;
         inputs.push(bytes);
     }
-    let cluster = Cluster::start(&dir, "quic", &["npy-a", "npy-b"], NODE_CONFIG, &[])?;
+    let cluster = Cluster::start(
+        &dir,
+        "quic",
+        &["npy-a", "npy-b"],
+        &node_config(BENCHMARK),
+        &[],
+    )?;
     let mut flags: Vec<String> = [
         "--scenario",
         "Offline",
         "--mode",
         "AccuracyOnly",
         "--benchmark",
-        "resnet50",
+        BENCHMARK,
         "--data-dir",
         data.to_str().context("utf-8 path")?,
     ]
@@ -436,17 +481,24 @@ fn npy_folder_samples_reach_the_nodes_unchanged() -> Result<()> {
 /// presents one, and refuse one that does not.
 #[test]
 fn mutual_tls_nodes_serve_only_a_qdl_with_a_client_certificate() -> Result<()> {
-    let dir = unique_temp_dir("network-mtls")?;
+    let dir = test_dir("network-mtls")?;
     let cluster = Cluster::start(
         &dir,
         "quic",
         &["mtls-1", "mtls-2"],
-        NODE_CONFIG,
+        &node_config(BENCHMARK),
         &["--require-client-cert"],
     )?;
     let with_cert = dir.join("with-cert");
     std::fs::create_dir_all(&with_cert)?;
-    let flags = run_flags(&with_cert, &cluster, "SingleStream", &[])?;
+    let flags = run_flags(
+        &with_cert,
+        &cluster,
+        BENCHMARK,
+        "SingleStream",
+        &user_conf(),
+        &[],
+    )?;
     let run = loadgen(&with_cert, &flags, Duration::from_secs(60))?;
     check_run(&run, &with_cert, &cluster, "SingleStream")?;
 
@@ -456,10 +508,17 @@ fn mutual_tls_nodes_serve_only_a_qdl_with_a_client_certificate() -> Result<()> {
         .certs
         .as_ref()
         .context("QUIC nodes have certificates")?;
-    let mut flags: Vec<String> = run_flags(&without, &cluster, "SingleStream", &[])?
-        .into_iter()
-        .filter(|f| f != "--dev-tls" && Path::new(f) != certs.as_path())
-        .collect();
+    let mut flags: Vec<String> = run_flags(
+        &without,
+        &cluster,
+        BENCHMARK,
+        "SingleStream",
+        &user_conf(),
+        &[],
+    )?
+    .into_iter()
+    .filter(|f| f != "--dev-tls" && Path::new(f) != certs.as_path())
+    .collect();
     flags.extend([
         "--tls-ca".into(),
         certs.join("ca.pem").display().to_string(),
@@ -478,12 +537,21 @@ fn mutual_tls_nodes_serve_only_a_qdl_with_a_client_certificate() -> Result<()> {
 /// are completed by the other node, each exactly once.
 #[test]
 fn a_stuck_node_times_out_and_its_samples_move() -> Result<()> {
-    let dir = unique_temp_dir("network-stuck")?;
-    let healthy = Cluster::start(&dir.join("healthy"), "grpc", &["ok-1"], NODE_CONFIG, &[])?;
+    let dir = test_dir("network-stuck")?;
+    let config = node_config(BENCHMARK);
+    let healthy = Cluster::start(&dir.join("healthy"), "grpc", &["ok-1"], &config, &[])?;
     // One batch takes 10 minutes: connected, answering pings, never done.
-    let stuck_config = NODE_CONFIG.replace("batch_cost_us = 500", "batch_cost_us = 600000000");
+    let mut stuck_config = node_config(BENCHMARK);
+    stuck_config.synthetic.batch_cost_us = 600_000_000;
     let stuck = Cluster::start(&dir.join("stuck"), "grpc", &["stuck-1"], &stuck_config, &[])?;
-    let mut flags = run_flags(&dir, &healthy, "Offline", &["--node-timeout", "1"])?;
+    let mut flags = run_flags(
+        &dir,
+        &healthy,
+        BENCHMARK,
+        "Offline",
+        &user_conf(),
+        &["--node-timeout", "1"],
+    )?;
     flags.extend(stuck.loadgen_flags());
     let run = loadgen(&dir, &flags, Duration::from_secs(60))?;
     run.expect_success()?;
@@ -504,8 +572,14 @@ fn a_stuck_node_times_out_and_its_samples_move() -> Result<()> {
 /// nodes' Info over the network, and marks what a person must fill in.
 #[test]
 fn sysdesc_describes_the_nodes_and_marks_the_rest() -> Result<()> {
-    let dir = unique_temp_dir("network-sysdesc")?;
-    let cluster = Cluster::start(&dir, "grpc", &["desc-a", "desc-b"], NODE_CONFIG, &[])?;
+    let dir = test_dir("network-sysdesc")?;
+    let cluster = Cluster::start(
+        &dir,
+        "grpc",
+        &["desc-a", "desc-b"],
+        &node_config(BENCHMARK),
+        &[],
+    )?;
     let out = dir.join("sysdesc.json");
     let run = std::process::Command::new(netdiv_tests::loadgen_node_bin()?)
         .arg("sysdesc")

@@ -10,14 +10,31 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
+use netdiv_tests::binaries::loadgen_node_official_bin;
+use netdiv_tests::mlperf_logs::{detail_value, parse_issued, summary_value};
 use netdiv_tests::network_run::{loadgen_with, Cluster, LoadgenRun};
-use netdiv_tests::{detail_value, parse_issued, summary_value, unique_temp_dir, write_file};
+use netdiv_tests::{test_dir, write_file};
+use sut_node::backend::synthetic::SyntheticConfig;
+use sut_node::batcher::BatchPolicy;
+use sut_node::config::FileConfig;
 
 /// 2 ms per batch plus 0.5 ms per sample: backend-bound, so both engines
 /// see the same throughput.
-const NODE_CONFIG: &str = "benchmark = \"resnet50\"\n\
-    [synthetic]\nbatch_cost_us = 2000\nsample_cost_us = 500\n\
-    [batching]\nmax_batch_size = 16\n";
+fn node_config() -> FileConfig {
+    FileConfig {
+        benchmark: Some("resnet50".into()),
+        synthetic: SyntheticConfig {
+            batch_cost_us: 2000,
+            sample_cost_us: 500,
+            ..SyntheticConfig::default()
+        },
+        batching: BatchPolicy {
+            max_batch_size: 16,
+            ..BatchPolicy::default()
+        },
+        ..FileConfig::default()
+    }
+}
 
 const USER_CONF: &str = "*.*.min_duration = 1000\n\
     *.SingleStream.target_latency = 2\n\
@@ -83,9 +100,9 @@ fn throughput(summary: &str, scenario: &str) -> Result<f64> {
 }
 
 fn compare(scenario: &str) -> Result<()> {
-    let program = netdiv_tests::loadgen_node_official_bin()?;
-    let dir = unique_temp_dir(&format!("official-qdl-{scenario}"))?;
-    let cluster = Cluster::start(&dir, "grpc", &["bridge-a", "bridge-b"], NODE_CONFIG, &[])?;
+    let program = loadgen_node_official_bin()?;
+    let dir = test_dir(&format!("official-qdl-{scenario}"))?;
+    let cluster = Cluster::start(&dir, "grpc", &["bridge-a", "bridge-b"], &node_config(), &[])?;
     let official = run_engine(&program, &dir, "official", scenario, &cluster)?;
     let ours = run_engine(&program, &dir, "netdiv", scenario, &cluster)?;
     let (od, nd) = (official.detail()?, ours.detail()?);

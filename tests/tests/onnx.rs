@@ -9,31 +9,28 @@
 //! under CI, where they fail instead.
 
 use std::collections::BTreeMap;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
+use netdiv_tests::configs::node_toml;
 use netdiv_tests::network_run::{loadgen, Cluster, LoadgenRun};
-use netdiv_tests::{
-    digits_dir, loadgen_node_bin, onnxruntime_files, sut_node_bin, tail, unique_temp_dir,
-    write_file, OnnxFiles,
-};
+use netdiv_tests::prerequisites::{digits_dir, onnxruntime_files, OnnxFiles};
+use netdiv_tests::{loadgen_node_bin, run_with_deadline, sut_node_bin, tail, test_dir, write_file};
 use qdl::samples::npy::write_npy;
 use qdl::samples::DType;
+use sut_node::backend::onnx::OnnxConfig;
+use sut_node::backend::BackendKind;
+use sut_node::config::FileConfig;
 
 const DEADLINE: Duration = Duration::from_secs(240);
 
-/// The digits node config with the model's absolute path, so it works
-/// from any folder.
-fn digits_node_config() -> Result<String> {
-    let dir = digits_dir();
-    let text = std::fs::read_to_string(dir.join("node.toml"))?;
-    let model = dir.join("digits_mlp.onnx");
-    Ok(text.replace(
-        "model = \"digits_mlp.onnx\"",
-        &format!("model = {:?}", model.display().to_string()),
-    ))
+/// The digits node config, tests/data/digits/node.toml, as loaded: with
+/// the model's absolute path, so it works from any folder.
+fn digits_node_config() -> Result<FileConfig> {
+    FileConfig::load(&digits_dir().join("node.toml"))
 }
 
 fn expected_correct() -> Result<usize> {
@@ -120,7 +117,7 @@ fn digits_accuracy_over_two_nodes_equals_the_model_run_locally() -> Result<()> {
     let Some(files) = onnxruntime_files()? else {
         return Ok(());
     };
-    let dir = unique_temp_dir("onnx-accuracy")?;
+    let dir = test_dir("onnx-accuracy")?;
     let cluster = digits_cluster(&dir.join("nodes"), "grpc", &files)?;
     let conf = write_file(&dir, "user.conf", ACCURACY_CONF)?;
 
@@ -150,14 +147,9 @@ fn digits_accuracy_over_two_nodes_equals_the_model_run_locally() -> Result<()> {
 
     // The same model and node config in this process: no network at all.
     // It finds ONNX Runtime from its config file, as a node may.
-    let local_config = digits_node_config()?.replace(
-        "[onnx]\n",
-        &format!(
-            "[onnx]\nruntime_library = {:?}\n",
-            files.library.display().to_string()
-        ),
-    );
-    let node_toml = write_file(&dir, "local-node.toml", &local_config)?;
+    let mut local_config = digits_node_config()?;
+    local_config.onnx.runtime_library = Some(files.library.clone());
+    let node_toml = write_file(&dir, "local-node.toml", &node_toml(&local_config)?)?;
     let mut local_flags = digits_flags("Offline", "AccuracyOnly", &conf);
     local_flags.extend([
         "--sut".into(),
@@ -197,7 +189,7 @@ fn digits_performance_offline_and_server_are_valid_over_quic() -> Result<()> {
     let Some(files) = onnxruntime_files()? else {
         return Ok(());
     };
-    let dir = unique_temp_dir("onnx-performance")?;
+    let dir = test_dir("onnx-performance")?;
     let cluster = digits_cluster(&dir.join("nodes"), "quic", &files)?;
     // Offline asks for more than two nodes can do in its minimum duration,
     // so the run lasts at least that long; Server at a rate they sustain.
@@ -247,7 +239,7 @@ fn a_sample_the_model_cannot_take_fails_with_a_clear_error_and_the_node_serves_o
     let Some(files) = onnxruntime_files()? else {
         return Ok(());
     };
-    let dir = unique_temp_dir("onnx-bad-sample")?;
+    let dir = test_dir("onnx-bad-sample")?;
     let lib = files.library.display().to_string();
     let cluster = Cluster::start(
         &dir.join("nodes"),
@@ -290,24 +282,22 @@ fn a_sample_the_model_cannot_take_fails_with_a_clear_error_and_the_node_serves_o
 /// Runs `sut-node ARGS` expecting it to exit at once with an error; its
 /// stderr.
 fn node_refuses(args: &[&str]) -> Result<String> {
-    let mut child = Command::new(sut_node_bin()?)
+    let dir = test_dir("onnx-refused")?;
+    let stderr = dir.join("sut-node.stderr");
+    let mut command = Command::new(sut_node_bin()?);
+    command
         .args(["--name", "refused"])
         .args(args)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while child.try_wait()?.is_none() {
-        if std::time::Instant::now() > deadline {
-            child.kill()?;
-            anyhow::bail!("sut-node {args:?} kept running instead of refusing");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = child.wait_with_output()?;
-    ensure!(!out.status.success(), "sut-node {args:?} succeeded");
-    Ok(String::from_utf8_lossy(&out.stderr).into_owned())
+        .stdout(File::create(dir.join("sut-node.stdout"))?)
+        .stderr(File::create(&stderr)?);
+    let exited = run_with_deadline(&mut command, Duration::from_secs(30))?;
+    ensure!(
+        !exited.timed_out,
+        "sut-node {args:?} kept running instead of refusing"
+    );
+    ensure!(!exited.status.success(), "sut-node {args:?} succeeded");
+    Ok(std::fs::read_to_string(&stderr)?)
 }
 
 #[test]
@@ -356,12 +346,17 @@ fn bad_onnx_setups_are_refused_naming_what_is_wrong() -> Result<()> {
         "cuda",
     ])?;
     ensure!(e.contains("CUDA execution provider was asked for"), "{e}");
-    let dir = unique_temp_dir("onnx-bad-config")?;
-    let config = write_file(
-        &dir,
-        "node.toml",
-        &format!("backend = \"onnx\"\n[onnx]\nmodel = {model:?}\nwire_dtype = \"float16\"\n"),
-    )?;
+    let dir = test_dir("onnx-bad-config")?;
+    let float16 = FileConfig {
+        backend: Some(BackendKind::Onnx),
+        onnx: OnnxConfig {
+            model: Some(model.into()),
+            wire_dtype: Some("float16".into()),
+            ..OnnxConfig::default()
+        },
+        ..FileConfig::default()
+    };
+    let config = write_file(&dir, "node.toml", &node_toml(&float16)?)?;
     let e = node_refuses(&[
         "--config",
         config.to_str().context("utf-8 path")?,
@@ -377,15 +372,22 @@ fn the_resnet50_shaped_graph_runs_one_sample_at_a_time() -> Result<()> {
     let Some(files) = onnxruntime_files()? else {
         return Ok(());
     };
-    let dir = unique_temp_dir("onnx-resnet50")?;
+    let dir = test_dir("onnx-resnet50")?;
     let lib = files.library.display().to_string();
     // ImageNet-sized uint8 images, converted to float32 on the node; the
     // softmax row (1000 float32) comes back as it is.
-    let config = format!(
-        "benchmark = \"resnet50\"\nbackend = \"onnx\"\n[onnx]\nmodel = {:?}\n\
-         wire_dtype = \"uint8\"\nscale = 0.00392\nintra_threads = 1\n",
-        files.resnet50.display().to_string()
-    );
+    let config = FileConfig {
+        benchmark: Some("resnet50".into()),
+        backend: Some(BackendKind::Onnx),
+        onnx: OnnxConfig {
+            model: Some(files.resnet50.clone()),
+            wire_dtype: Some("uint8".into()),
+            scale: 0.00392,
+            intra_threads: 1,
+            ..OnnxConfig::default()
+        },
+        ..FileConfig::default()
+    };
     let cluster = Cluster::start(
         &dir.join("nodes"),
         "grpc",

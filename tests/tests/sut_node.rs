@@ -10,7 +10,7 @@ use netdiv_tests::sut_client::{
     grpc_client, plain_query, quic_connect, quic_query, quic_raw, quic_request, versioned,
     ClientCert, NodeProcess,
 };
-use netdiv_tests::unique_temp_dir;
+use netdiv_tests::test_dir;
 use sut_node::backend::synthetic::expected_output;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -124,8 +124,8 @@ async fn grpc_round_trip_name_info_health_and_infer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quic_round_trip_and_grpc_over_tls() {
-    let certs = unique_temp_dir("sut-certs").unwrap();
-    let node = NodeProcess::start("quic-a", Some(&certs), &[]).unwrap();
+    let certs = test_dir("sut-certs").unwrap();
+    let node = NodeProcess::start("quic-a", Some(certs.path()), &[]).unwrap();
     let conn = quic_connect(&node, ClientCert::None, netdiv_proto::ALPN)
         .await
         .unwrap();
@@ -160,6 +160,7 @@ async fn quic_round_trip_and_grpc_over_tls() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lz4_inputs_and_responses_round_trip() {
+    // The rules allow lz4 both ways only for 3D-UNet.
     let node = NodeProcess::start(
         "lz4-a",
         None,
@@ -167,7 +168,7 @@ async fn lz4_inputs_and_responses_round_trip() {
             "--transport",
             "grpc",
             "--benchmark",
-            "resnet50",
+            "3d-unet",
             "--response-codec",
             "lz4",
         ],
@@ -230,7 +231,7 @@ async fn batching_forms_batches_under_load() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_samples_get_per_sample_errors_and_the_node_keeps_serving() {
-    let dir = unique_temp_dir("sut-cfg").unwrap();
+    let dir = test_dir("sut-cfg").unwrap();
     let cfg = dir.join("node.toml");
     std::fs::write(&cfg, "max_sample_bytes = 1000\n").unwrap();
     let node = NodeProcess::start(
@@ -272,7 +273,9 @@ async fn bad_samples_get_per_sample_errors_and_the_node_keeps_serving() {
         got[1].error
     );
     assert!(
-        got[2].error.contains("codec lz4 is not allowed"),
+        got[2]
+            .error
+            .contains("the rules allow no lz4 inputs for gptj (allowed: none)"),
         "{:?}",
         got[2].error
     );
@@ -317,8 +320,9 @@ async fn bad_samples_get_per_sample_errors_and_the_node_keeps_serving() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_quic_frames_and_corrupt_lz4_are_refused_per_stream() {
-    let certs = unique_temp_dir("sut-certs").unwrap();
-    let node = NodeProcess::start("frames-a", Some(&certs), &["--benchmark", "resnet50"]).unwrap();
+    let certs = test_dir("sut-certs").unwrap();
+    let node =
+        NodeProcess::start("frames-a", Some(certs.path()), &["--benchmark", "resnet50"]).unwrap();
     let conn = quic_connect(&node, ClientCert::None, netdiv_proto::ALPN)
         .await
         .unwrap();
@@ -385,8 +389,9 @@ async fn malformed_quic_frames_and_corrupt_lz4_are_refused_per_stream() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mtls_refuses_clients_without_a_valid_certificate() {
-    let certs = unique_temp_dir("sut-certs").unwrap();
-    let node = NodeProcess::start("mtls-a", Some(&certs), &["--require-client-cert"]).unwrap();
+    let certs = test_dir("sut-certs").unwrap();
+    let node =
+        NodeProcess::start("mtls-a", Some(certs.path()), &["--require-client-cert"]).unwrap();
     let data = inputs(2, 5);
     // With the client certificate: both transports work.
     assert_outputs(
@@ -422,7 +427,7 @@ async fn mtls_refuses_clients_without_a_valid_certificate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_drains_in_flight_samples_then_exits() {
-    let dir = unique_temp_dir("sut-cfg").unwrap();
+    let dir = test_dir("sut-cfg").unwrap();
     let cfg = dir.join("node.toml");
     std::fs::write(&cfg, "[synthetic]\nbatch_cost_us = 400000\n").unwrap();
     let mut node = NodeProcess::start(

@@ -23,10 +23,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use netdiv_tests::{
-    detail_value, median, run, summary_value, unique_temp_dir, write_file, Engine, RunOutput,
-    RunSpec, OFFICIAL_VERSION,
-};
+use netdiv_tests::bench::{finish_benchmark, machine_description, median};
+use netdiv_tests::binaries::OFFICIAL_VERSION;
+use netdiv_tests::engines::{run, Engine, RunOutput, RunSpec};
+use netdiv_tests::mlperf_logs::{detail_value, summary_value};
+use netdiv_tests::{test_dir, write_file};
 
 /// Benchmarks netdiv's loadgen-node against the official MLPerf LoadGen
 /// (C++, built by tests/official/fetch-build.sh), both with a null SUT, and
@@ -74,16 +75,7 @@ impl From<Cli> for Options {
 
 fn main() -> ExitCode {
     let options = Options::from(<Cli as clap::Parser>::parse());
-    match bench(&options) {
-        Ok(report) => {
-            print!("{report}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("loadgen-bench: error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    finish_benchmark("loadgen-bench", bench(&options))
 }
 
 fn bench(options: &Options) -> Result<String> {
@@ -97,7 +89,7 @@ fn bench(options: &Options) -> Result<String> {
         report,
         "# LoadGen benchmark: netdiv vs official MLPerf LoadGen {OFFICIAL_VERSION}\n"
     );
-    let _ = writeln!(report, "{}\n", netdiv_tests::machine_description());
+    let _ = writeln!(report, "{}\n", machine_description());
     if options.offline {
         report.push_str(&offline(options)?);
     }
@@ -120,7 +112,7 @@ struct OfflineRuns {
 
 fn offline(options: &Options) -> Result<String> {
     let target_qps = if options.quick { 909_091 } else { 9_090_910 };
-    let dir = unique_temp_dir("bench-offline")?;
+    let dir = test_dir("bench-offline")?;
     let user_conf = write_file(
         &dir,
         "user.conf",
@@ -161,7 +153,6 @@ fn offline(options: &Options) -> Result<String> {
             let _ = fs::remove_dir_all(&run_dir);
         }
     }
-    let _ = fs::remove_dir_all(&dir);
 
     let [official, ours] = &results;
     let mut out = String::new();
@@ -299,7 +290,7 @@ fn server_search(engine: Engine, duration_ms: u64) -> Result<Search> {
     const START_QPS: u64 = 10_000;
     const FLOOR_QPS: u64 = 100;
     const CEILING_QPS: u64 = 64_000_000;
-    let dir = unique_temp_dir(&format!("bench-server-{engine}"))?;
+    let dir = test_dir(&format!("bench-server-{engine}"))?;
     let mut probes: Vec<Probe> = Vec::new();
     let mut note = String::new();
     let probe = |qps: u64, probes: &mut Vec<Probe>| -> Result<bool> {
@@ -343,7 +334,6 @@ fn server_search(engine: Engine, duration_ms: u64) -> Result<Search> {
             hi = Some(lo);
             lo /= 2;
             if lo < FLOOR_QPS {
-                let _ = fs::remove_dir_all(&dir);
                 return Ok(Search {
                     probes,
                     best: None,
@@ -363,7 +353,6 @@ fn server_search(engine: Engine, duration_ms: u64) -> Result<Search> {
             }
         }
     }
-    let _ = fs::remove_dir_all(&dir);
     let best = probes
         .iter()
         .rev()

@@ -4,7 +4,8 @@
 //! three ways, side by side in one run, with `loadgen-node` as a real
 //! process each time:
 //!
-//! * in-process: `--sut null --synthetic-*`, all devices in one process;
+//! * in-process: `--sut synthetic --synthetic-*`, all devices in one
+//!   process;
 //! * through the QDL to N local sut-nodes over gRPC;
 //! * the same over QUIC (TLS 1.3).
 //!
@@ -21,8 +22,14 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use netdiv_tests::bench::{finish_benchmark, machine_description, median};
+use netdiv_tests::configs::UserConf;
+use netdiv_tests::mlperf_logs::summary_value;
 use netdiv_tests::network_run::{loadgen, BenchClusters, LoadgenRun, Setup};
-use netdiv_tests::{finish_benchmark, median, summary_value, unique_temp_dir, write_file};
+use netdiv_tests::{loadgen_node_bin, test_dir, write_file};
+use sut_node::backend::synthetic::SyntheticConfig;
+use sut_node::batcher::BatchPolicy;
+use sut_node::config::FileConfig;
 
 /// Prints a markdown table of the network tax (throughput lost, p99 latency
 /// added) of the QDL over gRPC and QUIC against the same synthetic backend
@@ -96,24 +103,38 @@ impl Cli {
         self.nodes as f64 * self.max_batch as f64 * 1e6 / batch_us as f64
     }
 
-    fn node_config(&self, benchmark: &str) -> String {
-        format!(
-            "benchmark = \"{benchmark}\"\n[synthetic]\nbatch_cost_us = {}\nsample_cost_us = {}\ndevices = 1\n[batching]\nmax_batch_size = {}\n",
-            self.batch_cost_us, self.sample_cost_us, self.max_batch
-        )
+    /// One sut-node of one synthetic device with the cost model.
+    fn node_config(&self, benchmark: &str) -> FileConfig {
+        FileConfig {
+            benchmark: Some(benchmark.into()),
+            synthetic: SyntheticConfig {
+                batch_cost_us: self.batch_cost_us,
+                sample_cost_us: self.sample_cost_us,
+                devices: 1,
+                ..SyntheticConfig::default()
+            },
+            batching: BatchPolicy {
+                max_batch_size: self.max_batch,
+                ..BatchPolicy::default()
+            },
+            ..FileConfig::default()
+        }
     }
 
     /// Offline asks for more than the backend can do, so it runs
     /// backend-bound for min_duration; Server runs at `server_load`.
-    fn user_conf(&self) -> String {
+    fn user_conf(&self) -> UserConf {
         let capacity = self.capacity();
-        format!(
-            "*.*.min_duration = {}\n*.Offline.target_qps = {:.0}\n*.Offline.min_query_count = 1\n\
-             *.Server.target_qps = {:.0}\n*.Server.target_latency = 1000\n*.Server.min_query_count = 100\n",
-            self.duration_ms,
-            capacity * 1.5,
-            capacity * self.server_load,
-        )
+        UserConf::new()
+            .set("*.*.min_duration", self.duration_ms)
+            .set("*.Offline.target_qps", format!("{:.0}", capacity * 1.5))
+            .set("*.Offline.min_query_count", 1)
+            .set(
+                "*.Server.target_qps",
+                format!("{:.0}", capacity * self.server_load),
+            )
+            .set("*.Server.target_latency", 1000)
+            .set("*.Server.min_query_count", 100)
     }
 }
 
@@ -145,8 +166,8 @@ fn run_once(
     scenario: &str,
     clusters: &BenchClusters,
 ) -> Result<Measure> {
-    let run_dir = unique_temp_dir(&format!("tax-{}-{scenario}", setup.name()))?;
-    let conf = write_file(dir, "user.conf", &cli.user_conf())?;
+    let run_dir = test_dir(&format!("tax-{}-{scenario}", setup.name()))?;
+    let conf = write_file(dir, "user.conf", &cli.user_conf().to_string())?;
     let mut args: Vec<String> = [
         "--scenario",
         scenario,
@@ -169,7 +190,7 @@ fn run_once(
         Some(flags) => args.extend(flags),
         None => args.extend([
             "--sut".to_string(),
-            "null".into(),
+            "synthetic".into(),
             "--synthetic-batch-cost-us".into(),
             cli.batch_cost_us.to_string(),
             "--synthetic-sample-cost-us".into(),
@@ -210,14 +231,14 @@ fn bench(cli: &Cli) -> Result<String> {
     if cli.repeat == 0 || cli.nodes == 0 || cli.max_batch == 0 {
         bail!("--repeat, --nodes and --max-batch must be at least 1");
     }
-    netdiv_tests::loadgen_node_bin()?;
+    loadgen_node_bin()?;
     let mut rows = String::new();
     for label in &cli.sizes {
         let size = SIZES
             .iter()
             .find(|s| s.label == label.as_str())
             .with_context(|| format!("--sizes: no sample size {label} (4 or 150528)"))?;
-        let dir = unique_temp_dir(&format!("tax-{}", size.benchmark))?;
+        let dir = test_dir(&format!("tax-{}", size.benchmark))?;
         let names: Vec<String> = (1..=cli.nodes).map(|i| format!("tax-node-{i}")).collect();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let config = cli.node_config(size.benchmark);
@@ -281,7 +302,7 @@ fn bench(cli: &Cli) -> Result<String> {
         cli.duration_ms,
         cli.repeat
     )?;
-    writeln!(out, "{}", netdiv_tests::machine_description())?;
+    writeln!(out, "{}", machine_description())?;
     writeln!(out)?;
     writeln!(
         out,

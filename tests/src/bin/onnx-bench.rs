@@ -23,11 +23,16 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use netdiv_tests::bench::{finish_benchmark, machine_description, median};
+use netdiv_tests::configs::{node_toml, UserConf};
+use netdiv_tests::mlperf_logs::summary_value;
 use netdiv_tests::network_run::{loadgen, BenchClusters, Setup};
-use netdiv_tests::{
-    finish_benchmark, machine_description, median, onnxruntime_files, summary_value,
-    unique_temp_dir, write_file, OnnxFiles,
-};
+use netdiv_tests::prerequisites::{onnxruntime_files, OnnxFiles};
+use netdiv_tests::{test_dir, write_file};
+use sut_node::backend::onnx::OnnxConfig;
+use sut_node::backend::BackendKind;
+use sut_node::batcher::BatchPolicy;
+use sut_node::config::FileConfig;
 
 /// Prints a markdown table: Offline samples/s of the ResNet-50-shaped graph
 /// in-process and through the QDL over gRPC and QUIC.
@@ -58,14 +63,25 @@ fn bench_name(setup: Setup) -> String {
 }
 
 /// A sut-node config of the graph with `sessions` sessions of one thread.
-fn node_config(files: &OnnxFiles, sessions: usize) -> String {
-    format!(
-        "benchmark = \"resnet50\"\nbackend = \"onnx\"\n[onnx]\nmodel = {:?}\n\
-         runtime_library = {:?}\nwire_dtype = \"uint8\"\nscale = 0.00392156862\n\
-         devices = {sessions}\nintra_threads = 1\n[batching]\nmax_batch_size = 1\n",
-        files.resnet50.display().to_string(),
-        files.library.display().to_string(),
-    )
+fn node_config(files: &OnnxFiles, sessions: usize) -> FileConfig {
+    FileConfig {
+        benchmark: Some("resnet50".into()),
+        backend: Some(BackendKind::Onnx),
+        onnx: OnnxConfig {
+            model: Some(files.resnet50.clone()),
+            runtime_library: Some(files.library.clone()),
+            wire_dtype: Some("uint8".into()),
+            scale: 0.003_921_568_4, // 1/255 as f32
+            devices: sessions,
+            intra_threads: 1,
+            ..OnnxConfig::default()
+        },
+        batching: BatchPolicy {
+            max_batch_size: 1,
+            ..BatchPolicy::default()
+        },
+        ..FileConfig::default()
+    }
 }
 
 fn run_once(
@@ -76,16 +92,12 @@ fn run_once(
     clusters: &BenchClusters,
     target_qps: f64,
 ) -> Result<f64> {
-    let run_dir = unique_temp_dir(&format!("onnx-bench-{setup:?}"))?;
-    let conf = write_file(
-        dir,
-        "user.conf",
-        &format!(
-            "*.Offline.min_duration = {}\n*.Offline.target_qps = {target_qps:.1}\n\
-             *.Offline.min_query_count = 1\n",
-            cli.duration_ms
-        ),
-    )?;
+    let run_dir = test_dir(&format!("onnx-bench-{setup:?}"))?;
+    let conf = UserConf::new()
+        .set("*.Offline.min_duration", cli.duration_ms)
+        .set("*.Offline.target_qps", format!("{target_qps:.1}"))
+        .set("*.Offline.min_query_count", 1);
+    let conf = write_file(dir, "user.conf", &conf.to_string())?;
     let mut args: Vec<String> = [
         "--scenario",
         "Offline",
@@ -107,7 +119,11 @@ fn run_once(
     match clusters.flags(setup) {
         Some(flags) => args.extend(flags),
         None => {
-            let config = write_file(dir, "in-process.toml", &node_config(files, cli.sessions))?;
+            let config = write_file(
+                dir,
+                "in-process.toml",
+                &node_toml(&node_config(files, cli.sessions))?,
+            )?;
             args.extend([
                 "--sut".to_string(),
                 "local".into(),
@@ -128,7 +144,7 @@ fn run_once(
 
 fn bench(cli: &Cli) -> Result<String> {
     let files = onnxruntime_files()?.context("ONNX Runtime could not be fetched")?;
-    let dir = unique_temp_dir("onnx-bench")?;
+    let dir = test_dir("onnx-bench")?;
     let lib = files.library.display().to_string();
     let names: Vec<String> = (0..cli.sessions).map(|i| format!("onnx-{i}")).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();

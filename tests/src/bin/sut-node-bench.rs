@@ -28,10 +28,11 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use netdiv_proto::codec::{self, Codec};
 use netdiv_proto::pb;
+use netdiv_tests::bench::{finish_benchmark, machine_description};
 use netdiv_tests::sut_client::{
     grpc_client, quic_connect, quic_query, versioned, ClientCert, NodeProcess,
 };
-use netdiv_tests::unique_temp_dir;
+use netdiv_tests::test_dir;
 use sut_node::backend::synthetic::expected_output;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -90,16 +91,7 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    match runtime.block_on(bench(&options)) {
-        Ok(report) => {
-            print!("{report}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("sut-node-bench: error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    finish_benchmark("sut-node-bench", runtime.block_on(bench(&options)))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -444,8 +436,8 @@ async fn bench(options: &Options) -> Result<String> {
         None,
         &["--benchmark", "resnet50", "--transport", "grpc"],
     )?;
-    let certs = unique_temp_dir("sut-node-bench-certs")?;
-    let tls = NodeProcess::start("bench-tls", Some(&certs), &node_args)?;
+    let certs = test_dir("sut-node-bench-certs")?;
+    let tls = NodeProcess::start("bench-tls", Some(certs.path()), &node_args)?;
     eprintln!(
         "sut-node-bench: plain node grpc={:?}; TLS node grpc={:?} quic={:?}",
         plain.grpc, tls.grpc, tls.quic
@@ -523,7 +515,7 @@ async fn bench(options: &Options) -> Result<String> {
         "{}\n\nOne sut-node (synthetic backend, zero cost, 1 device, `--benchmark resnet50`), \
          one client connection, window {} queries, 1 sample per query; {:.1} s measured per case \
          after {:.1} s of warm-up. Every completion verified.\n",
-        netdiv_tests::machine_description(),
+        machine_description(),
         options.window,
         timing.measure.as_secs_f64(),
         timing.warmup.as_secs_f64()
