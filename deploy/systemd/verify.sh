@@ -176,10 +176,11 @@ for want in "--name %i" "--config /etc/netdiv/sut-node/%i.toml" '$SUT_NODE_ARGS'
     fi
 done
 stop=$(seconds "$(setting "$template" TimeoutStopSec)")
-if [ "$stop" -ge 45 ]; then
-    echo "  ok: $template: TimeoutStopSec ${stop}s covers the 30 s drain and 2 x 5 s server shutdown"
+# NODE_DRAIN_TIMEOUT + 2 x NODE_SERVER_CLOSE_TIMEOUT (proto/src/transport.rs).
+if [ "$stop" -ge 47 ]; then
+    echo "  ok: $template: TimeoutStopSec ${stop}s covers the 30 s drain and 2 x 8 s server shutdown"
 else
-    fail "$template: TimeoutStopSec=$(setting "$template" TimeoutStopSec) is under 45 s: SIGKILL could cut the 30 s drain short"
+    fail "$template: TimeoutStopSec=$(setting "$template" TimeoutStopSec) is under 47 s: SIGKILL could cut the 30 s drain and 2 x 8 s server shutdown short"
 fi
 
 # EnvironmentFile syntax: blank lines, comments and NAME=value only.

@@ -1,13 +1,15 @@
 //! The `loadgen-node` binary as a user runs it: real process, real files.
 
-use std::path::PathBuf;
 use std::process::Command;
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("netdiv-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+use tempfile::TempDir;
+
+/// A fresh directory for one test's files, removed when the test ends.
+fn temp_dir(name: &str) -> TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("netdiv-cli-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 fn loadgen(args: &[&str]) -> std::process::Output {
@@ -19,7 +21,8 @@ fn loadgen(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn short_server_run_writes_the_four_logs_and_is_valid() {
-    let dir = temp_dir("server");
+    let tmp = temp_dir("server");
+    let dir = tmp.path();
     let conf = dir.join("user.conf");
     std::fs::write(
         &conf,
@@ -59,7 +62,8 @@ fn short_server_run_writes_the_four_logs_and_is_valid() {
 
 #[test]
 fn accuracy_run_logs_every_sample_once_with_its_data() {
-    let dir = temp_dir("accuracy");
+    let tmp = temp_dir("accuracy");
+    let dir = tmp.path();
     let out = loadgen(&[
         "run",
         "--sut",
@@ -105,7 +109,8 @@ fn accuracy_run_logs_every_sample_once_with_its_data() {
 
 #[test]
 fn a_bad_config_line_is_named_with_file_and_line() {
-    let dir = temp_dir("badconf");
+    let tmp = temp_dir("badconf");
+    let dir = tmp.path();
     let conf = dir.join("user.conf");
     std::fs::write(
         &conf,
@@ -140,7 +145,8 @@ fn a_bad_config_line_is_named_with_file_and_line() {
 
 #[test]
 fn missing_files_and_bad_flags_are_clear_errors() {
-    let dir = temp_dir("missing");
+    let tmp = temp_dir("missing");
+    let dir = tmp.path();
     let out = loadgen(&[
         "run",
         "--sut",
@@ -174,8 +180,54 @@ fn missing_files_and_bad_flags_are_clear_errors() {
 }
 
 #[test]
+fn synthetic_cost_flags_need_the_synthetic_sut() {
+    let tmp = temp_dir("synthetic");
+    let dir = tmp.path();
+    let common = [
+        "run",
+        "--scenario",
+        "Offline",
+        "--synthetic-sample-cost-us",
+        "10",
+        "--total-sample-count",
+        "64",
+        "--performance-sample-count",
+        "64",
+        "--output",
+        dir.to_str().unwrap(),
+    ];
+    let mut args = common.to_vec();
+    args.extend(["--sut", "null"]);
+    let out = loadgen(&args);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the --synthetic-* flags set the cost model of --sut synthetic"),
+        "{stderr}"
+    );
+    let conf = dir.join("user.conf");
+    std::fs::write(
+        &conf,
+        "*.Offline.min_duration = 100\n*.Offline.target_qps = 1000\n",
+    )
+    .unwrap();
+    let mut args = common.to_vec();
+    args.extend(["--sut", "synthetic", "--user-conf", conf.to_str().unwrap()]);
+    let out = loadgen(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The backend ran: the summary counts the samples it answered.
+    assert!(stdout.contains("Samples per second"), "{stdout}");
+}
+
+#[test]
 fn token_latency_models_are_refused_not_misreported() {
-    let dir = temp_dir("tokens");
+    let tmp = temp_dir("tokens");
+    let dir = tmp.path();
     let out = loadgen(&[
         "run",
         "--sut",
@@ -203,7 +255,8 @@ fn token_latency_models_are_refused_not_misreported() {
 /// naming what is wrong.
 #[test]
 fn network_run_errors_name_the_flag_the_file_or_the_node() {
-    let dir = temp_dir("network-errors");
+    let tmp = temp_dir("network-errors");
+    let dir = tmp.path();
     let out_dir = dir.to_str().unwrap();
     let run = |extra: &[&str]| {
         let mut args = vec!["run", "--scenario", "Offline", "--output", out_dir];
@@ -221,7 +274,7 @@ fn network_run_errors_name_the_flag_the_file_or_the_node() {
         "lz4",
     ]);
     assert!(
-        err.contains("the rules allow no compression for gptj"),
+        err.contains("--sample-codec: the rules allow no lz4 inputs for gptj (allowed: none)"),
         "{err}"
     );
     let err = run(&[
@@ -231,9 +284,15 @@ fn network_run_errors_name_the_flag_the_file_or_the_node() {
         "/nonexistent/npy",
     ]);
     assert!(err.contains("/nonexistent/npy"), "{err}");
-    let err = run(&["--sut-node", "grpc://127.0.0.1:1", "--benchmark", "resnet"]);
+    let err = run(&["--sut-node", "grpc://127.0.0.1:1", "--benchmark", "resnt50"]);
     assert!(
-        err.contains("--benchmark") && err.contains("resnet50"),
+        err.contains("--benchmark")
+            && err.contains("unknown benchmark \"resnt50\" (known: resnet50,"),
+        "{err}"
+    );
+    let err = run(&["--sut-node", "grpc://127.0.0.1:1", "--benchmark", "bert-98"]);
+    assert!(
+        err.contains("benchmark bert has no accuracy target 98 (its targets: 99, 99.9)"),
         "{err}"
     );
     let err = run(&["--sut-node", "grpc://127.0.0.1:1", "--benchmark", "null"]);

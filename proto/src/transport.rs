@@ -91,23 +91,43 @@ pub fn quic_config(client: bool) -> Arc<quinn::TransportConfig> {
     Arc::new(t)
 }
 
+// Relations the values above must keep, checked when the crate compiles.
+const _: () = assert!(HTTP2_STREAM_WINDOW <= HTTP2_CONNECTION_WINDOW);
+const _: () = assert!(QUIC_STREAM_WINDOW <= QUIC_CONNECTION_WINDOW);
+const _: () = assert!(DEFAULT_MAX_SAMPLE_BYTES <= MAX_MESSAGE_BYTES as u64);
+// A closing QUIC server's grace and wait end before the node gives up on it.
+const _: () = assert!(
+    QUIC_DELIVERY_GRACE.as_secs() + QUIC_CLOSE_WAIT.as_secs() < NODE_SERVER_CLOSE_TIMEOUT.as_secs()
+);
+
+/// The longest a stopping node takes: the drain, then each server's close.
+pub const NODE_STOP_WORST_CASE: Duration =
+    Duration::from_secs(NODE_DRAIN_TIMEOUT.as_secs() + 2 * NODE_SERVER_CLOSE_TIMEOUT.as_secs());
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The systemd unit must give a stopping node its whole drain and
+    /// close before SIGKILL, or samples held at SIGTERM are lost.
     #[test]
-    fn shutdown_fits_in_the_systemd_stop_timeout() {
-        // deploy/systemd/sut-node@.service: TimeoutStopSec=60s covers the
-        // drain and both servers' close.
-        let worst = NODE_DRAIN_TIMEOUT + 2 * NODE_SERVER_CLOSE_TIMEOUT;
-        assert!(worst < Duration::from_secs(60), "{worst:?}");
-        assert!(QUIC_DELIVERY_GRACE + QUIC_CLOSE_WAIT < NODE_SERVER_CLOSE_TIMEOUT);
-    }
-
-    #[test]
-    fn windows_hold_what_they_must() {
-        assert!(HTTP2_STREAM_WINDOW <= HTTP2_CONNECTION_WINDOW);
-        assert!(QUIC_STREAM_WINDOW <= QUIC_CONNECTION_WINDOW);
-        assert!(DEFAULT_MAX_SAMPLE_BYTES <= MAX_MESSAGE_BYTES as u64);
+    fn the_systemd_unit_waits_for_a_whole_stop() {
+        let unit = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/systemd/sut-node@.service"
+        );
+        let text = std::fs::read_to_string(unit).expect("the unit file");
+        let stop = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("TimeoutStopSec="))
+            .expect("TimeoutStopSec is set");
+        let seconds: u64 = stop
+            .trim_end_matches('s')
+            .parse()
+            .expect("TimeoutStopSec in seconds");
+        assert!(
+            Duration::from_secs(seconds) > NODE_STOP_WORST_CASE,
+            "TimeoutStopSec={stop} does not cover {NODE_STOP_WORST_CASE:?}"
+        );
     }
 }

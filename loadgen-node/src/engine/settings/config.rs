@@ -224,6 +224,13 @@ impl ConfigFile {
 
 /// Applies a config to settings the way the official `FromConfig` does, key
 /// by key, for the given model and scenario name.
+///
+/// This one long function is a deliberate mirror of the official
+/// `TestSettings::FromConfig` (`test_settings_internal.cc`): the same keys
+/// in the same order, with the same unit multipliers and the same
+/// mlperf.conf-only rules (seeds, `use_token_latencies`), so the two can be
+/// compared line by line when a LoadGen release changes a key. Split it
+/// and that comparison is lost.
 pub fn apply_config(
     s: &mut TestSettings,
     cfg: &ConfigFile,
