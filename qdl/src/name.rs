@@ -8,8 +8,11 @@ pub enum NameError {
     /// Two nodes answered with the same name.
     #[error("nodes {first} and {second} both call themselves {name:?}; every SUT node needs a unique name")]
     Duplicate {
+        /// The name both gave.
         name: String,
+        /// Address of the node configured first.
         first: String,
+        /// Address of the later node with the same name.
         second: String,
     },
     /// No node is configured.

@@ -5,31 +5,43 @@ use std::fmt;
 /// The transport of a node connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {
+    /// `grpc://`: one HTTP/2 connection, queries on one bidirectional stream.
     Grpc,
+    /// `quic://`: one QUIC connection, one stream per query.
     Quic,
 }
 
 /// A parsed node address.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeUrl {
+    /// The scheme's transport.
     pub transport: Transport,
+    /// Host name or IP address, without the brackets of an IPv6 address.
     pub host: String,
+    /// TCP (gRPC) or UDP (QUIC) port, never 0.
     pub port: u16,
 }
 
 /// Why a node address was refused; each names the text given.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum InvalidNodeUrl {
+    /// No `scheme://` before the host.
     #[error("node address {0:?} has no scheme: use grpc://host:port or quic://host:port")]
     NoScheme(String),
+    /// A scheme other than `grpc` or `quic`; holds the address and the scheme.
     #[error("node address {0:?}: unknown scheme {1:?} (expected grpc or quic)")]
     UnknownScheme(String, String),
+    /// No `:port` after the host.
     #[error("node address {0:?} has no port")]
     NoPort(String),
+    /// The port is not a number from 1 to 65535; holds the address and the
+    /// port text.
     #[error("node address {0:?}: port {1:?} is not a number from 1 to 65535")]
     BadPort(String, String),
+    /// Nothing before the `:port`.
     #[error("node address {0:?} has no host")]
     NoHost(String),
+    /// A path after `host:port`; holds the address and the path.
     #[error("node address {0:?}: only host:port may follow the scheme, found {1:?}")]
     TrailingPath(String, String),
 }

@@ -4,7 +4,9 @@
 /// One completed sample: the id the LoadGen issued and the decoded output.
 #[derive(Clone, Copy, Debug)]
 pub struct Response<'a> {
+    /// The sample's id as the LoadGen issued it.
     pub response_id: u64,
+    /// The sample's output bytes (borrowed: copy what must be kept).
     pub data: &'a [u8],
 }
 

@@ -23,7 +23,9 @@ pub struct ClientTls {
 #[derive(Debug, thiserror::Error)]
 #[error("TLS file {path}: {reason}")]
 pub struct TlsError {
+    /// The file that could not be used.
     pub path: PathBuf,
+    /// Why: the read or parse error, or what the file lacks.
     pub reason: String,
 }
 

@@ -14,8 +14,12 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 /// to when mTLS is on.
 #[derive(Clone, Debug)]
 pub struct TlsFiles {
+    /// The node's certificate chain (PEM).
     pub cert: PathBuf,
+    /// The node's private key (PEM).
     pub key: PathBuf,
+    /// CA that client certificates must chain to; `None` means no client
+    /// certificate is required.
     pub client_ca: Option<PathBuf>,
 }
 
@@ -83,12 +87,16 @@ fn read(path: &Path) -> Result<Vec<u8>> {
 
 /// The PEM texts, for tonic's TLS configuration.
 pub struct TlsPem {
+    /// The node's certificate chain.
     pub cert: Vec<u8>,
+    /// The node's private key.
     pub key: Vec<u8>,
+    /// The client CA, when mTLS is on.
     pub client_ca: Option<Vec<u8>>,
 }
 
 impl TlsFiles {
+    /// Reads the three files; the error names the one that failed.
     pub fn pem(&self) -> Result<TlsPem> {
         Ok(TlsPem {
             cert: read(&self.cert)?,

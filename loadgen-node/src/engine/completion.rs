@@ -48,7 +48,9 @@ pub struct SampleTable {
 
 /// Which responses are copied for the accuracy log.
 pub enum KeepPolicy {
+    /// No response is kept.
     None,
+    /// Every response is kept (accuracy pass).
     All,
     /// One flag per sample, decided at generation time.
     Selected(Vec<bool>),
@@ -70,6 +72,10 @@ struct Waiter {
 }
 
 impl SampleTable {
+    /// A table for `sample_count` samples whose sequence ids start at
+    /// `first_sequence_id`, grouped into queries of `query_sizes` samples
+    /// (`samples_per_query` each but perhaps the last); completion times are
+    /// measured from `origin`.
     pub fn new(
         first_sequence_id: u64,
         origin: Instant,
@@ -223,6 +229,7 @@ impl SampleTable {
         }
     }
 
+    /// Queries whose every sample has completed.
     pub fn queries_completed(&self) -> u64 {
         self.queries_completed.load(Ordering::Acquire)
     }
@@ -246,6 +253,7 @@ impl SampleTable {
         self.kept.get(slot).and_then(|c| c.get()).map(|b| &b[..])
     }
 
+    /// Samples the table holds (issued or not).
     pub fn sample_count(&self) -> usize {
         self.completed_at.len()
     }

@@ -25,6 +25,8 @@ pub struct MinPassingQueries {
 }
 
 impl MinPassingQueries {
+    /// A finder for the latency percentile `percentile`, as a fraction
+    /// (0.90 = 90th).
     pub fn new(percentile: f64) -> Self {
         Self {
             percentile,

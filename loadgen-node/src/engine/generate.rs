@@ -10,6 +10,8 @@ use crate::sut::{QuerySample, QuerySampleIndex};
 /// Samples loaded into memory together, plus MultiStream padding.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LoadableSet {
+    /// QSL indices to load, in shuffled order, followed by the MultiStream
+    /// padding (repeats of the first entries).
     pub samples: Vec<QuerySampleIndex>,
     /// Entries before the MultiStream padding.
     pub distribution_end: usize,
@@ -67,10 +69,14 @@ impl SequenceGen {
         }
     }
 
+    /// The sequence id the next generated sample will get (the number of
+    /// samples generated so far).
     pub fn current_sample_id(&self) -> u64 {
         self.next_sample
     }
 
+    /// The id the next generated query will get (the number of queries
+    /// generated so far).
     pub fn current_query_id(&self) -> u64 {
         self.next_query
     }
@@ -80,14 +86,19 @@ impl SequenceGen {
 /// performance pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pass {
+    /// Every loaded sample once, every response kept for the accuracy log.
     Accuracy,
+    /// A timed run drawing samples by the scenario's rules.
     Performance,
 }
 
 /// How responses are picked for the accuracy log in a performance pass.
 #[derive(Clone, Copy, Debug)]
 pub struct AccuracyLogSampling {
+    /// Shift in `[0, 1)` added (modulo 1) to each sample's draw, from
+    /// `accuracy_log_rng_seed`.
     pub offset: f64,
+    /// A response is kept when its shifted draw is at most this fraction.
     pub probability: f64,
 }
 
@@ -95,6 +106,7 @@ pub struct AccuracyLogSampling {
 pub struct GeneratedQueries {
     /// Every sample of every query in order; `id` is its sequence id.
     pub samples: Vec<QuerySample>,
+    /// Number of queries generated.
     pub query_count: usize,
     /// Samples per query (the last Offline accuracy query may be shorter).
     pub samples_per_query: usize,
@@ -102,7 +114,9 @@ pub struct GeneratedQueries {
     pub scheduled_ns: Vec<i64>,
     /// The timestamp after the last query: `generated_query_duration`.
     pub duration_ns: i64,
+    /// Sequence id of the first sample (ids run on across the test).
     pub first_sequence_id: u64,
+    /// Id of the first query (ids run on across the test).
     pub first_query_id: u64,
     /// Per sample: keep its response for the accuracy log (performance
     /// pass with sampling only).
@@ -124,6 +138,7 @@ impl GeneratedQueries {
         &self.samples[start..end]
     }
 
+    /// The number of samples in each query, in order.
     pub fn query_sizes(&self) -> impl ExactSizeIterator<Item = usize> + '_ {
         (0..self.query_count).map(|q| self.query(q).len())
     }

@@ -23,27 +23,41 @@ pub enum StopReason {
     Natural,
     /// Server: more queries outstanding than `max_async_queries`.
     TooManyOutstanding {
+        /// Queries issued so far.
         issued: u64,
+        /// Queries issued but not yet completed.
         outstanding: u64,
     },
+    /// `max_query_count` queries were issued.
     MaxQueryCount {
+        /// Queries issued so far.
         issued: u64,
     },
+    /// Issuing ran past `max_duration_ms`.
     MaxDuration {
+        /// Time from the start of issuing to the last issue, in ns.
         duration_ns: u64,
     },
 }
 
 /// What happened while issuing (times in ns since the test origin).
 pub struct IssueRecord {
+    /// When issuing started, in ns since the test origin.
     pub start_ns: u64,
+    /// Wall-clock time issuing started (for the power log).
     pub start_wall: SystemTime,
+    /// Queries handed to the SUT.
     pub queries_issued: usize,
+    /// Samples handed to the SUT.
     pub samples_issued: usize,
+    /// Per issued query: when it was due (Server's schedule; the issue time
+    /// in SingleStream and MultiStream; the start in Offline).
     pub scheduled_ns: Vec<u64>,
+    /// Per issued query: when it was handed to the SUT.
     pub issued_ns: Vec<u64>,
     /// When each IssueQuery call returned (per leading query).
     pub issue_returned_ns: Vec<u64>,
+    /// Why issuing stopped.
     pub stop: StopReason,
     /// Performance pass ended without meeting min count and duration.
     pub ran_out_of_generated_queries: bool,

@@ -11,10 +11,15 @@ pub struct PerformanceResult {
     pub sample_latencies: Vec<i64>,
     /// MultiStream: one latency per issued query, in ns.
     pub query_latencies: Vec<i64>,
+    /// Queries issued to the SUT.
     pub queries_issued: u64,
+    /// The largest sample latency, in s (Offline's run length).
     pub max_latency: f64,
+    /// When the last query was due by the generated schedule, in s.
     pub final_query_scheduled_time: f64,
+    /// When the last query was issued, in s.
     pub final_query_issued_time: f64,
+    /// When every sample of the last query had completed, in s.
     pub final_query_all_samples_done_time: f64,
 }
 
@@ -24,10 +29,15 @@ pub const LATENCY_PERCENTILES: [f64; 6] = [0.50, 0.90, 0.95, 0.97, 0.99, 0.999];
 /// Latency statistics over a sorted list (integer mean, as upstream).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LatencyStats {
+    /// Smallest latency, in ns.
     pub min: i64,
+    /// Largest latency, in ns.
     pub max: i64,
+    /// Mean latency, in ns, rounded down.
     pub mean: i64,
+    /// Latency at the settings' target percentile, in ns.
     pub target: i64,
+    /// Latency at each of [`LATENCY_PERCENTILES`], in ns.
     pub percentiles: [i64; 6],
 }
 
@@ -52,30 +62,53 @@ impl LatencyStats {
 /// The early-stopping verdict and its explanation.
 #[derive(Clone, Debug, Default)]
 pub struct EarlyStoppingResult {
+    /// Enough queries were processed to pass early stopping (always true in
+    /// Offline).
     pub met: bool,
     /// The official recommendation text, lines joined with '\n'.
     pub text: String,
+    /// SingleStream: early-stopping estimate of the target-percentile
+    /// latency, in ns (0 otherwise).
     pub latency_ss: i64,
+    /// Early-stopping estimate for MultiStream (`ms`, not milliseconds), in
+    /// ns: the target-percentile query latency in MultiStream, the
+    /// 99th-percentile sample latency in SingleStream (0 otherwise).
     pub latency_ms: i64,
 }
 
 /// A performance run judged against its settings.
 #[derive(Clone, Debug)]
 pub struct PerformanceSummary {
+    /// The name the SUT reported.
     pub sut_name: String,
+    /// The settings the run used.
     pub settings: EffectiveSettings,
+    /// The measurements, latencies sorted.
     pub result: PerformanceResult,
+    /// Samples issued (each has a latency).
     pub sample_count: u64,
+    /// Statistics of the sample latencies.
     pub samples: LatencyStats,
+    /// Statistics of the query latencies (reported in MultiStream).
     pub queries: LatencyStats,
+    /// Server: samples over the latency bound (0 otherwise).
     pub overlatency_query_count: u64,
+    /// The early-stopping verdict.
     pub early_stopping: EarlyStoppingResult,
+    /// The run lasted `min_duration_ms`, measured by the scenario's end
+    /// time (largest latency in Offline, last scheduled time in Server, last
+    /// issue otherwise).
     pub min_duration_met: bool,
+    /// At least `min_query_count` queries and `min_sample_count` samples
+    /// were issued.
     pub min_queries_met: bool,
+    /// Server: the target-percentile latency is within the bound (always
+    /// true otherwise).
     pub perf_constraints_met: bool,
 }
 
 impl PerformanceSummary {
+    /// Judges `result` against `settings` (sorting its latencies).
     pub fn new(
         sut_name: String,
         settings: EffectiveSettings,
@@ -126,6 +159,7 @@ impl PerformanceSummary {
         }
     }
 
+    /// VALID: every constraint and early stopping met.
     pub fn is_valid(&self) -> bool {
         self.min_duration_met
             && self.min_queries_met
@@ -148,6 +182,7 @@ impl PerformanceSummary {
         }
     }
 
+    /// What to change when the Server latency bound is missed.
     pub const PERF_CONSTRAINTS_RECOMMENDATION: &'static str =
         "Reduce target QPS to improve latency.";
 
@@ -161,6 +196,8 @@ impl PerformanceSummary {
         (self.sample_count as f64 - 1.0) / self.result.final_query_all_samples_done_time
     }
 
+    /// Server: samples per second of the schedule, over `[first, last)`
+    /// scheduled time.
     pub fn server_scheduled_per_second(&self) -> f64 {
         (self.sample_count as f64 - 1.0) / self.result.final_query_scheduled_time
     }
@@ -170,6 +207,7 @@ impl PerformanceSummary {
         (self.sample_count as f64 - 1.0) / self.result.final_query_issued_time
     }
 
+    /// SingleStream: queries per second from the mean sample latency alone.
     pub fn qps_without_loadgen_overhead(&self) -> f64 {
         1.0 / (self.samples.mean as f64 / 1e9)
     }

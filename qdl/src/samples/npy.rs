@@ -21,7 +21,9 @@ const ALIGN: usize = 64;
 /// A tensor read from a `.npy` file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NpyArray {
+    /// Element type, from the header's `descr`.
     pub dtype: DType,
+    /// Dimensions, outermost first; empty for a scalar.
     pub shape: Vec<usize>,
     /// The payload, C order, little-endian.
     pub data: Vec<u8>,
@@ -30,36 +32,65 @@ pub struct NpyArray {
 /// Why bytes are not a `.npy` array this reader accepts.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum NpyFormatError {
+    /// The file does not start with `\x93NUMPY`.
     #[error("not a .npy file: it does not start with the magic string \\x93NUMPY")]
     BadMagic,
     #[error("unsupported .npy format version {major}.{minor} (supported: 1.0, 2.0, 3.0)")]
-    UnsupportedVersion { major: u8, minor: u8 },
+    /// A format version other than 1.0, 2.0 or 3.0.
+    UnsupportedVersion {
+        /// Major version byte.
+        major: u8,
+        /// Minor version byte.
+        minor: u8,
+    },
     #[error("truncated header: it needs {needed} bytes but the file holds only {actual}")]
-    TruncatedHeader { needed: usize, actual: usize },
+    /// The file ends before its header does.
+    TruncatedHeader {
+        /// Bytes needed to hold the header read so far.
+        needed: usize,
+        /// Bytes the file holds.
+        actual: usize,
+    },
+    /// The header text cannot be parsed; says where and why.
     #[error("header is not a Python dict literal: {0}")]
     HeaderSyntax(String),
+    /// The header lacks one of `descr`, `fortran_order` and `shape`.
     #[error("header dict has no {0:?} key")]
     MissingKey(&'static str),
     #[error("header key {key:?} holds {value}, expected {expected}")]
+    /// A header key holds a value of the wrong kind.
     BadValue {
+        /// The key.
         key: &'static str,
+        /// The value as written in the header.
         value: String,
+        /// What the key must hold.
         expected: &'static str,
     },
+    /// A `descr` that is not one of the supported dtypes (as written).
     #[error("unsupported dtype descr {0} (supported: {list})", list = supported_descrs())]
     UnsupportedDescr(String),
+    /// The array is stored in Fortran (column-major) order.
     #[error("fortran_order is True: only C-order arrays are supported (save the array with np.ascontiguousarray)")]
     FortranOrder,
     #[error("shape {shape:?} of {dtype} holds more bytes than fit in memory")]
+    /// The payload size of the shape overflows `usize`.
     ShapeTooLarge {
+        /// The header's shape.
         shape: Vec<usize>,
+        /// The dtype's name.
         dtype: &'static str,
     },
     #[error("payload holds {actual} bytes but shape {shape:?} of {dtype} needs {expected}")]
+    /// The payload is not exactly the size the header announces.
     PayloadLength {
+        /// The header's shape.
         shape: Vec<usize>,
+        /// The dtype's name.
         dtype: &'static str,
+        /// Payload bytes the shape and dtype need.
         expected: usize,
+        /// Payload bytes the file holds.
         actual: usize,
     },
 }
@@ -68,10 +99,19 @@ pub enum NpyFormatError {
 #[derive(Debug, thiserror::Error)]
 pub enum NpyError {
     #[error("cannot read {}: {source}", path.display())]
-    Io { path: PathBuf, source: io::Error },
-    #[error("{}: {source}", path.display())]
-    Format {
+    /// The file could not be read.
+    Io {
+        /// The file.
         path: PathBuf,
+        /// The read error.
+        source: io::Error,
+    },
+    #[error("{}: {source}", path.display())]
+    /// The file's contents are not an accepted `.npy` array.
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with its contents.
         source: NpyFormatError,
     },
 }

@@ -84,14 +84,28 @@ impl Default for OnnxConfig {
 /// Why the backend could not start; each names the file or setting.
 #[derive(Debug, thiserror::Error)]
 pub enum OnnxError {
+    /// No model file was configured.
     #[error(
         "the onnx backend needs a model: give --model FILE or [onnx] model in the config file"
     )]
     NoModel,
     #[error("cannot load ONNX Runtime from {path}: {reason}. Install it with `bash deploy/onnxruntime/fetch.sh` and pass the path it prints as --onnxruntime-lib (or set ORT_DYLIB_PATH)")]
-    Runtime { path: String, reason: String },
+    /// The ONNX Runtime shared library could not be loaded or initialised.
+    Runtime {
+        /// The library tried.
+        path: String,
+        /// The loader's or the runtime's error.
+        reason: String,
+    },
     #[error("model {}: {reason}", path.display())]
-    Model { path: PathBuf, reason: String },
+    /// The model file is missing or a session could not be built from it.
+    Model {
+        /// The model file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// CUDA was requested but the loaded runtime has no CUDA provider.
     #[error("the CUDA execution provider was asked for, but this ONNX Runtime has none (the PyPI onnxruntime wheel is CPU-only; onnxruntime-gpu has CUDA)")]
     NoCuda,
 }

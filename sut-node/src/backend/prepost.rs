@@ -16,16 +16,22 @@ pub struct Preprocess {
     pub model: DType,
     /// `model = wire * scale + offset`, applied only when converting to float32.
     pub scale: f32,
+    /// Added after scaling (float32 models only).
     pub offset: f32,
 }
 
 /// Input elements of one batch, in the model's type.
 #[derive(Clone, Debug, PartialEq)]
 pub enum InputElements {
+    /// A float32 model input.
     F32(Vec<f32>),
+    /// A uint8 model input.
     U8(Vec<u8>),
+    /// An int8 model input.
     I8(Vec<i8>),
+    /// An int32 model input.
     I32(Vec<i32>),
+    /// An int64 model input.
     I64(Vec<i64>),
 }
 
@@ -146,6 +152,8 @@ impl std::str::FromStr for Postprocess {
 }
 
 impl Postprocess {
+    /// The config spelling (`none` or `argmax`), also shown in the backend
+    /// detail.
     pub fn name(self) -> &'static str {
         match self {
             Postprocess::None => "none",

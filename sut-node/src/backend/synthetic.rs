@@ -40,6 +40,7 @@ pub struct SyntheticBackend {
 }
 
 impl SyntheticBackend {
+    /// A backend that simulates the costs and output size of `config`.
     pub fn new(config: SyntheticConfig) -> Self {
         Self { config }
     }

@@ -11,6 +11,7 @@ pub struct AccuracyLog<W: Write> {
 }
 
 impl<W: Write> AccuracyLog<W> {
+    /// Starts the JSON array in `out`.
     pub fn new(mut out: W) -> io::Result<Self> {
         out.write_all(b"[")?;
         Ok(Self {
@@ -19,6 +20,8 @@ impl<W: Write> AccuracyLog<W> {
         })
     }
 
+    /// Appends one response: its sequence id, its QSL index and its bytes
+    /// (written as upper-case hex).
     pub fn entry(&mut self, seq_id: u64, qsl_idx: usize, data: &[u8]) -> io::Result<()> {
         let sep = if self.needs_comma { ",\n{ " } else { "\n{ " };
         self.needs_comma = true;
@@ -29,6 +32,7 @@ impl<W: Write> AccuracyLog<W> {
         )
     }
 
+    /// Closes the array, flushes, and gives back the writer.
     pub fn finish(mut self) -> io::Result<W> {
         self.out.write_all(b"\n]\n")?;
         self.out.flush()?;

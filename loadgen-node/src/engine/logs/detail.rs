@@ -8,11 +8,17 @@ use super::format::{cpp_double, json_double, json_string};
 /// A logged value, printed as the official logger prints each C++ type.
 #[derive(Clone, Debug)]
 pub enum Value {
+    /// A string, printed JSON-quoted.
     Str(String),
+    /// Any integer type, printed in decimal.
     Int(i128),
+    /// A double, printed as the official logger prints doubles.
     Float(f64),
+    /// A bool, printed `true` or `false`.
     Bool(bool),
+    /// A list of indices, such as a loaded sample set.
     List(Vec<usize>),
+    /// String pairs, printed as a JSON object in this order.
     Map(Vec<(String, String)>),
 }
 
@@ -64,8 +70,11 @@ value_from!(
 /// The kind of an event, flagged in its metadata.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Level {
+    /// An ordinary event.
     Info,
+    /// Flagged `is_warning` and counted in the summary.
     Warning,
+    /// Flagged `is_error` and counted in the summary.
     Error,
 }
 
@@ -79,6 +88,7 @@ pub struct DetailLog<W: Write> {
 }
 
 impl<W: Write> DetailLog<W> {
+    /// Writes to `out`, timestamping each event from `origin`.
     pub fn new(out: W, origin: Instant) -> Self {
         Self {
             out,
@@ -119,14 +129,17 @@ impl<W: Write> DetailLog<W> {
         )
     }
 
+    /// Error events written so far.
     pub fn error_count(&self) -> u64 {
         self.errors
     }
 
+    /// Warning events written so far.
     pub fn warning_count(&self) -> u64 {
         self.warnings
     }
 
+    /// Flushes the underlying writer.
     pub fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
     }

@@ -14,10 +14,16 @@ use std::path::{Path, PathBuf};
 /// Where the logs go and what is written besides them.
 #[derive(Clone, Debug)]
 pub struct LogSettings {
+    /// Folder the log files are written to (created if missing).
     pub outdir: PathBuf,
+    /// Start of every file name (`mlperf_log_` by default).
     pub prefix: String,
+    /// Text between the log's name and its extension (empty by default).
     pub suffix: String,
+    /// Write the Chrome trace `mlperf_log_trace.json`.
     pub enable_trace: bool,
+    /// Mirrors the official option; the engine does not read it (the summary
+    /// text is returned to the caller, which prints it).
     pub copy_summary_to_stdout: bool,
 }
 

@@ -17,6 +17,7 @@ fn micros(ns: u64) -> String {
 }
 
 impl<W: Write> TraceLog<W> {
+    /// Starts the trace's JSON object in `out`.
     pub fn new(mut out: W) -> io::Result<Self> {
         out.write_all(b"{\"traceEvents\":[\n")?;
         Ok(Self {

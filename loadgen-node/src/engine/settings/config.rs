@@ -19,22 +19,31 @@ pub enum ConfigError {
     /// The file could not be read.
     #[error("cannot read config file {path}: {source}")]
     Read {
+        /// The file's path, as given.
         path: String,
+        /// Why reading failed.
         source: std::io::Error,
     },
     /// A line is not `key = value`.
     #[error("{origin}:{line}: {reason}\n    {text}")]
     BadLine {
+        /// The file's path, or a name for embedded text.
         origin: String,
+        /// Line number, from 1.
         line: usize,
+        /// The offending line, trailing whitespace removed.
         text: String,
+        /// What is wrong with it.
         reason: String,
     },
     /// A `mode` key holds a number that names no test mode.
     #[error("{origin}:{line}: mode must be 0 (SubmissionRun), 1 (AccuracyOnly), 2 (PerformanceOnly) or 3 (FindPeakPerformance), not {value}")]
     BadMode {
+        /// The file's path, or a name for embedded text.
         origin: String,
+        /// Line number, from 1.
         line: usize,
+        /// The value as written.
         value: String,
     },
 }

@@ -8,36 +8,76 @@ use super::{Scenario, TestMode, TestSettings};
 /// the detail log.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EffectiveSettings {
+    /// The settings these were derived from, after any audit.config and
+    /// TEST05 overrides.
     pub requested: TestSettings,
+    /// The scenario to run.
     pub scenario: Scenario,
+    /// What the run does.
     pub mode: TestMode,
+    /// Samples in each query: 1 in SingleStream and Server, the requested
+    /// count in MultiStream, the whole coalesced query in Offline.
     pub samples_per_query: u64,
+    /// Rate the queries are generated at, in queries per second (from the
+    /// expected latency in SingleStream and MultiStream).
     pub target_qps: f64,
+    /// Server: the latency bound, in ns; 0 in the other scenarios.
     pub target_latency_ns: u64,
+    /// The latency percentile reported and judged, as a fraction.
     pub target_latency_percentile: f64,
-    /// 0 means no limit.
+    /// Server: most queries outstanding before a performance run stops
+    /// early; 0 means no limit (1, and unchecked, in the other scenarios).
     pub max_async_queries: u64,
+    /// How long issuing must last before a run may end naturally, in ms
+    /// (0 in Offline, which issues one query).
     pub target_duration_ms: u64,
+    /// Minimum length of the timed run, in ms.
     pub min_duration_ms: u64,
+    /// Maximum length of the timed run, in ms; 0 means no limit.
     pub max_duration_ms: u64,
+    /// Minimum queries to issue (1 in Offline; padded to whole loaded sets
+    /// in SingleStream equal-issue mode).
     pub min_query_count: u64,
+    /// Maximum queries to issue; 0 means no limit.
     pub max_query_count: u64,
+    /// Minimum samples to issue: `min_query_count * samples_per_query`.
     pub min_sample_count: u64,
+    /// Seed of the draw that picks which QSL samples are loaded.
     pub qsl_rng_seed: u64,
+    /// Seed of the draw that picks which loaded sample goes into each query.
     pub sample_index_rng_seed: u64,
+    /// Seed of the Server scenario's Poisson arrival times.
     pub schedule_rng_seed: u64,
+    /// Seed of the draw that picks which performance-run responses are
+    /// written to the accuracy log.
     pub accuracy_log_rng_seed: u64,
+    /// Requested chance, as a fraction, that a performance-run response is
+    /// written to the accuracy log.
     pub accuracy_log_probability: f64,
+    /// Responses to aim for in the accuracy log; when non-zero it replaces
+    /// `accuracy_log_probability`.
     pub accuracy_log_sampling_target: u64,
+    /// Whether the timed interval's start and end were asked to be printed
+    /// (recorded only).
     pub print_timestamps: bool,
+    /// Issue each loaded sample at most once.
     pub performance_issue_unique: bool,
+    /// Issue the sample at `performance_issue_same_index` in every query.
     pub performance_issue_same: bool,
+    /// Which loaded sample `performance_issue_same` repeats.
     pub performance_issue_same_index: u64,
+    /// Samples loaded for a performance run: the override, or the QSL's
+    /// performance sample count.
     pub performance_sample_count: u64,
+    /// Samples an accuracy run covers: the override, or every QSL sample.
     pub accuracy_sample_count: u64,
+    /// Equal-issue mode: issue whole permutations of the loaded set.
     pub sample_concatenate_permutation: bool,
+    /// Measure first-token and per-token latencies (refused by netdiv).
     pub use_token_latencies: bool,
+    /// Report token throughput inferred from sample throughput.
     pub infer_token_latencies: bool,
+    /// Tokens per sample assumed by `infer_token_latencies`.
     pub token_latency_scaling_factor: u64,
     /// Problems with the request, logged as `error_invalid_test_settings`.
     pub problems: Vec<String>,

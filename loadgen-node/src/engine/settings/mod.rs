@@ -16,13 +16,19 @@ use std::str::FromStr;
 /// The four MLPerf inference scenarios.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Scenario {
+    /// One sample per query, each issued when the previous one completes.
     SingleStream,
+    /// Several samples per query, each query issued when the previous one
+    /// completes.
     MultiStream,
+    /// One sample per query, issued at Poisson-distributed arrival times.
     Server,
+    /// Every sample in one large query, issued at once.
     Offline,
 }
 
 impl Scenario {
+    /// Every scenario, in the official order.
     pub const ALL: [Scenario; 4] = [
         Scenario::SingleStream,
         Scenario::MultiStream,
@@ -73,6 +79,7 @@ pub enum TestMode {
 }
 
 impl TestMode {
+    /// Every mode, in the order of their config codes (0 to 3).
     pub const ALL: [TestMode; 4] = [
         TestMode::SubmissionRun,
         TestMode::AccuracyOnly,
@@ -80,6 +87,7 @@ impl TestMode {
         TestMode::FindPeakPerformance,
     ];
 
+    /// The official name, used in logs and accepted by `FromStr`.
     pub fn name(self) -> &'static str {
         match self {
             TestMode::SubmissionRun => "SubmissionRun",
