@@ -351,31 +351,21 @@ mod tests {
     fn file_benchmark_is_parsed_and_named() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("node.toml");
-        std::fs::write(
-            &path,
-            "benchmark = \"bert-99.9\"\nresponse_codec = \"lz4\"\n",
-        )
-        .unwrap();
-        let cli = Cli::parse_from([
-            "sut-node",
-            "--name",
-            "a",
-            "--config",
-            path.to_str().unwrap(),
-        ]);
-        let err = format!("{:#}", NodeConfig::from_cli(cli).unwrap_err());
+        let config_error = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            let cli = Cli::parse_from([
+                "sut-node",
+                "--name",
+                "a",
+                "--config",
+                path.to_str().unwrap(),
+            ]);
+            format!("{:#}", NodeConfig::from_cli(cli).unwrap_err())
+        };
+        let err = config_error("benchmark = \"bert-99.9\"\nresponse_codec = \"lz4\"\n");
         assert!(err.contains("no lz4 outputs for bert-99.9"), "{err}");
-        std::fs::write(&path, "benchmark = \"bert-98\"\n").unwrap();
-        let cli = Cli::parse_from([
-            "sut-node",
-            "--name",
-            "a",
-            "--config",
-            path.to_str().unwrap(),
-        ]);
-        let err = format!("{:#}", NodeConfig::from_cli(cli).unwrap_err());
         assert_eq!(
-            err,
+            config_error("benchmark = \"bert-98\"\n"),
             "config file key benchmark: benchmark bert has no accuracy target 98 (its targets: 99, 99.9)"
         );
     }

@@ -182,29 +182,39 @@ fn open_session(
     builder.commit_from_file(model).map_err(|e| e.to_string())
 }
 
-/// The version the library reports (`OrtGetApiBase()->GetVersionString()`),
-/// for Info.
-fn runtime_version(library: &Path) -> Option<String> {
-    #[repr(C)]
-    struct ApiBase {
-        get_api: unsafe extern "C" fn(u32) -> *const std::ffi::c_void,
-        get_version_string: unsafe extern "C" fn() -> *const std::ffi::c_char,
-    }
-    // SAFETY: the library was already loaded and checked by ort::init_from;
-    // OrtGetApiBase has this C signature in every ONNX Runtime release, and
-    // the version string is static.
-    unsafe {
-        let lib = libloading::Library::new(library).ok()?;
-        let base: libloading::Symbol<unsafe extern "C" fn() -> *const ApiBase> =
-            lib.get(b"OrtGetApiBase").ok()?;
-        let base = base().as_ref()?;
-        let version = (base.get_version_string)();
-        (!version.is_null()).then(|| {
-            std::ffi::CStr::from_ptr(version)
-                .to_string_lossy()
-                .into_owned()
+/// The release of the loaded ONNX Runtime, for Info, with the commit it was
+/// built from where the build says, e.g. "1.32.0+fab30a4" (semver build
+/// metadata: one word, for the key=value detail line).
+///
+/// ort offers no safe query of it: `ort::info()` gives the build's branch
+/// and commit, and PyPI builds name their branch `HEAD`, not the release.
+/// The release comes from the library's own `OrtGetApiBase()->
+/// GetVersionString()`, with ort's declaration of that table, so nothing
+/// here spells the C ABI by hand.
+fn runtime_version(library: &Path) -> String {
+    let commit = ort::info()
+        .split([',', ' '])
+        .find_map(|field| field.strip_prefix("git-commit-id="))
+        .map(|c| format!("+{c}"))
+        .unwrap_or_default();
+    // SAFETY: ort::init_from already loaded this library and checked its
+    // API version, so OrtGetApiBase exists with ort-sys's signature; the
+    // version string is static and NUL-terminated.
+    let release = unsafe {
+        libloading::Library::new(library).ok().and_then(|lib| {
+            let get_base = lib
+                .get::<unsafe extern "system" fn() -> *const ort::sys::OrtApiBase>(b"OrtGetApiBase")
+                .ok()?;
+            let base = get_base().as_ref()?;
+            let version = (base.GetVersionString)();
+            (!version.is_null()).then(|| {
+                std::ffi::CStr::from_ptr(version)
+                    .to_string_lossy()
+                    .into_owned()
+            })
         })
-    }
+    };
+    format!("{}{commit}", release.as_deref().unwrap_or("unknown"))
 }
 
 impl OnnxBackend {
@@ -275,7 +285,7 @@ impl OnnxBackend {
             post: config.postprocess,
             provider,
             model,
-            runtime_version: runtime_version(&library).unwrap_or_else(|| "unknown".into()),
+            runtime_version: runtime_version(&library),
         })
     }
 
