@@ -113,6 +113,22 @@ void WriteError(char* err, size_t cap, const std::string& text) {
   err[n] = '\0';
 }
 
+// The official responses of `n` samples: `data[i]` holds `sizes[i]` bytes
+// of sample `ids[i]`'s output, `n_tokens[i]` its token count (0 for models
+// without token latencies).
+std::vector<mlperf::QuerySampleResponse>& Responses(
+    const uint64_t* ids, const uint8_t* const* data, const size_t* sizes,
+    const int64_t* n_tokens, size_t n) {
+  thread_local std::vector<mlperf::QuerySampleResponse> responses;
+  responses.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    responses[i] = mlperf::QuerySampleResponse(
+        static_cast<mlperf::ResponseId>(ids[i]),
+        reinterpret_cast<uintptr_t>(data[i]), sizes[i], n_tokens[i]);
+  }
+  return responses;
+}
+
 }  // namespace
 
 extern "C" {
@@ -157,19 +173,24 @@ int netdiv_official_run(const NetdivCallbacks* cb, const NetdivRunOptions* o,
   }
 }
 
-// Completes samples: `data[i]` holds `sizes[i]` bytes of sample `ids[i]`'s
-// response, valid for the duration of the call (the LoadGen copies what it
-// logs).
+// Completes samples; the data is valid for the duration of the call (the
+// LoadGen copies what it logs).
 void netdiv_official_complete(const uint64_t* ids, const uint8_t* const* data,
-                              const size_t* sizes, size_t n) {
-  thread_local std::vector<mlperf::QuerySampleResponse> responses;
-  responses.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    responses[i] = mlperf::QuerySampleResponse(
-        static_cast<mlperf::ResponseId>(ids[i]),
-        reinterpret_cast<uintptr_t>(data[i]), sizes[i]);
-  }
+                              const size_t* sizes, const int64_t* n_tokens,
+                              size_t n) {
+  auto& responses = Responses(ids, data, sizes, n_tokens, n);
   mlperf::QuerySamplesComplete(responses.data(), n);
+}
+
+// Reports the first tokens of samples (token models): `data[i]` holds the
+// first token's bytes. Their time to first token ends here.
+void netdiv_official_first_token(const uint64_t* ids,
+                                 const uint8_t* const* data,
+                                 const size_t* sizes, size_t n) {
+  thread_local std::vector<int64_t> no_counts;
+  no_counts.assign(n, 0);
+  auto& responses = Responses(ids, data, sizes, no_counts.data(), n);
+  mlperf::FirstTokenComplete(responses.data(), n);
 }
 
 // Ends the test early (the network SUT cannot finish it).

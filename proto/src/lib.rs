@@ -33,8 +33,10 @@ pub mod pb {
 
 pub use benchmark::{Benchmark, Direction};
 
-/// The protocol version of this package.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// The protocol version of this package. Version 2 added first-token
+/// messages and `n_tokens` (token latencies): a version-1 peer would miss
+/// them silently, so the versions refuse each other by name instead.
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The QUIC application protocol (ALPN) of this version.
 pub const ALPN: &[u8] = b"netdiv/1";

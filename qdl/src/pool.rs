@@ -9,8 +9,14 @@
 //! then stops being outstanding anywhere. Failing a node takes all of its
 //! outstanding samples back into the queue, so a late answer from that node
 //! finds nothing and is dropped: no sample is completed twice or lost.
+//!
+//! First tokens (token models) follow the same rule, and a sample's first
+//! token counts once per run: when a node fails after a sample's first
+//! token was handed on, the node that runs it again sends its own first
+//! token, which is dropped (the LoadGen's time to first token already
+//! ended); only its completion counts.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use crate::dispatch::{DispatchPolicy, Dispatcher};
 
@@ -67,7 +73,8 @@ struct Outstanding<T> {
 
 struct NodeSlot<T> {
     failure: Option<String>,
-    /// Completions counted from this node, for progress checks.
+    /// Completions and first tokens counted from this node, for progress
+    /// checks (a long LLM answer shows life by its first token).
     completed: u64,
     in_flight: u64,
     in_flight_bytes: u64,
@@ -94,6 +101,11 @@ pub struct Pool<T> {
     requeued: u64,
     /// Sequence number of the next piece sent.
     next_piece_seq: u64,
+    /// Outstanding samples whose first token went to the LoadGen.
+    first_tokens: HashSet<u64>,
+    /// First tokens dropped: from a node that did not hold the sample, or
+    /// a second one for a sample.
+    late_first_tokens: u64,
     /// Scratch for `pump`, kept to avoid allocating per decision.
     outstanding_counts: Vec<u64>,
     open: Vec<bool>,
@@ -118,6 +130,8 @@ impl<T: Clone> Pool<T> {
             window,
             requeued: 0,
             next_piece_seq: 0,
+            first_tokens: HashSet::new(),
+            late_first_tokens: 0,
             outstanding_counts: vec![0; node_count],
             open: vec![false; node_count],
         }
@@ -139,6 +153,7 @@ impl<T: Clone> Pool<T> {
     /// the sends the freed room allows.
     pub fn complete(&mut self, node: usize, ids: &[u64]) -> (Vec<Option<T>>, Vec<SendTo<T>>) {
         let slot = &mut self.nodes[node];
+        let first_tokens = &mut self.first_tokens;
         let tags = ids
             .iter()
             .map(|id| {
@@ -146,11 +161,41 @@ impl<T: Clone> Pool<T> {
                     slot.completed += 1;
                     slot.in_flight -= 1;
                     slot.in_flight_bytes -= o.sample.bytes;
+                    first_tokens.remove(id);
                     o.tag
                 })
             })
             .collect();
         (tags, self.pump())
+    }
+
+    /// Records first tokens that `node` reported. Returns, in the order
+    /// given, the tag of each that counts: its sample is outstanding on
+    /// `node` and none of its first tokens was handed on before. The rest
+    /// (`None`) the caller drops; they are counted in
+    /// [`Pool::late_first_tokens`].
+    pub fn first_token(&mut self, node: usize, ids: &[u64]) -> Vec<Option<T>> {
+        let slot = &mut self.nodes[node];
+        ids.iter()
+            .map(|id| {
+                let tag = slot
+                    .outstanding
+                    .get(id)
+                    .filter(|_| self.first_tokens.insert(*id))
+                    .map(|o| o.tag.clone());
+                match tag {
+                    Some(_) => slot.completed += 1,
+                    None => self.late_first_tokens += 1,
+                }
+                tag
+            })
+            .collect()
+    }
+
+    /// First tokens dropped so far: late (their node no longer held the
+    /// sample) or a second one for a sample.
+    pub fn late_first_tokens(&self) -> u64 {
+        self.late_first_tokens
     }
 
     /// `node` declined these samples without running them (it is shutting
@@ -199,6 +244,7 @@ impl<T: Clone> Pool<T> {
             slot.in_flight_bytes = 0;
             tags.extend(slot.outstanding.drain().map(|(_, o)| o.tag));
         }
+        self.first_tokens.clear();
         tags
     }
 
@@ -358,6 +404,30 @@ mod tests {
         assert_eq!(sends.len(), 1);
         assert_eq!(ids(&sends[0]), vec![4]);
         assert_eq!(p.in_flight(), 4);
+    }
+
+    #[test]
+    fn a_first_token_counts_once_per_sample_across_a_failover() {
+        let mut p = pool(2, 100);
+        let sends = p.submit([piece(1, 0..2)]).unwrap();
+        let node = sends[0].node;
+        let other = 1 - node;
+        // Only the node holding the sample, and only once.
+        assert_eq!(p.first_token(other, &[0]), vec![None]);
+        assert_eq!(p.first_token(node, &[0, 0]), vec![Some(0), None]);
+        // The node dies after sample 0's first token: both samples move.
+        let resent = p.fail(node, "killed").unwrap();
+        assert_eq!(resent.len(), 1);
+        assert_eq!(resent[0].node, other);
+        // The new node's first token of 0 is dropped; of 1 it counts.
+        assert_eq!(p.first_token(other, &[0, 1]), vec![None, Some(0)]);
+        // The dead node's late first token counts for nothing.
+        assert_eq!(p.first_token(node, &[1]), vec![None]);
+        assert_eq!(p.late_first_tokens(), 4);
+        // Completions count once, from the node holding the sample.
+        assert_eq!(p.complete(other, &[0, 1]).0, vec![Some(0), Some(0)]);
+        // A completed sample takes no further first token.
+        assert_eq!(p.first_token(other, &[0]), vec![None]);
     }
 
     #[test]

@@ -47,7 +47,8 @@ const char kUsage[] =
     "FindPeakPerformance]\n"
     "         [--model NAME] [--mlperf-conf FILE] [--user-conf FILE]\n"
     "         [--audit-conf FILE] [--record-issued FILE] [--record-loaded FILE]\n"
-    "         [--sut-name NAME] [--no-trace] [--no-summary-stdout]\n"
+    "         [--sut-name NAME] [--null-output-tokens N] [--no-trace]\n"
+    "         [--no-summary-stdout]\n"
     "\n"
     "Null SUT + synthetic QSL under the official MLPerf LoadGen.\n"
     "  --model             model name for config lookups (default: null)\n"
@@ -60,6 +61,9 @@ const char kUsage[] =
     "line\n"
     "  --record-loaded     append 'load i,j,...' / 'unload i,j,...' lines\n"
     "  --sut-name          SUT name reported to LoadGen (default: null-sut)\n"
+    "  --null-output-tokens  token models: report each sample's payload as\n"
+    "                      its first token (FirstTokenComplete), then complete\n"
+    "                      it with n_tokens = N\n"
     "  --no-trace          disable mlperf_log_trace.json\n"
     "  --no-summary-stdout do not copy the summary to stdout\n";
 
@@ -87,6 +91,7 @@ struct Options {
   std::optional<std::string> record_issued_path;
   std::optional<std::string> record_loaded_path;
   std::string sut_name = "null-sut";
+  std::optional<int64_t> output_tokens;
   bool trace = true;
   bool summary_to_stdout = true;
 };
@@ -168,6 +173,14 @@ Options ParseOptions(int argc, char** argv) {
       opts.record_loaded_path = value;
     } else if (flag == "--sut-name") {
       opts.sut_name = value;
+    } else if (flag == "--null-output-tokens") {
+      errno = 0;
+      char* end = nullptr;
+      long long n = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || errno != 0 || *end != '\0') {
+        UsageError(flag + " expects an integer, got '" + value + "'");
+      }
+      opts.output_tokens = n;
     } else {
       UsageError("unknown flag '" + flag + "'");
     }
@@ -228,13 +241,17 @@ class IssueRecorder {
 // Answers each query on the calling thread with one QuerySamplesComplete.
 // A response's payload is its sample's QSL index as a little-endian u32, so
 // accuracy logs show which sample each response belongs to. The payloads are
-// laid out once for every index, so IssueQuery only fills in pointers.
+// laid out once for every index, so IssueQuery only fills in pointers. With
+// output tokens, the same payload first goes to FirstTokenComplete and the
+// completion carries n_tokens.
 class NullSut : public mlperf::SystemUnderTest {
  public:
-  NullSut(std::string name, size_t total_sample_count, IssueRecorder* recorder)
+  NullSut(std::string name, size_t total_sample_count, IssueRecorder* recorder,
+          std::optional<int64_t> output_tokens)
       : name_(std::move(name)),
         payloads_(total_sample_count * kPayloadSize),
-        recorder_(recorder) {
+        recorder_(recorder),
+        output_tokens_(output_tokens) {
     for (size_t index = 0; index < total_sample_count; ++index) {
       const uint32_t value = static_cast<uint32_t>(index);
       for (size_t byte = 0; byte < kPayloadSize; ++byte) {
@@ -258,6 +275,10 @@ class NullSut : public mlperf::SystemUnderTest {
       responses[i] = mlperf::QuerySampleResponse(
           samples[i].id, reinterpret_cast<uintptr_t>(payload), kPayloadSize);
     }
+    if (output_tokens_) {
+      mlperf::FirstTokenComplete(responses.data(), n);
+      for (auto& response : responses) response.n_tokens = *output_tokens_;
+    }
     mlperf::QuerySamplesComplete(responses.data(), n);
   }
 
@@ -269,6 +290,7 @@ class NullSut : public mlperf::SystemUnderTest {
   std::string name_;
   std::vector<uint8_t> payloads_;
   IssueRecorder* recorder_;
+  std::optional<int64_t> output_tokens_;
 };
 
 // Holds no sample data; optionally logs which sets LoadGen loads and unloads.
@@ -372,7 +394,8 @@ int main(int argc, char** argv) {
     recorder = std::make_unique<IssueRecorder>(
         static_cast<size_t>(opts.total_sample_count));
   }
-  NullSut sut(opts.sut_name, opts.total_sample_count, recorder.get());
+  NullSut sut(opts.sut_name, opts.total_sample_count, recorder.get(),
+              opts.output_tokens);
   SyntheticQsl qsl(opts.total_sample_count, opts.performance_sample_count,
                    opts.record_loaded_path);
 

@@ -87,10 +87,15 @@ pub struct AccuracyEntry {
     pub qsl_idx: u64,
     pub data: String,
     pub seq_id: u64,
+    /// Token models outside Offline: the first token's bytes (hex).
+    pub token_data: Option<String>,
+    /// Token models: `n_tokens` of the completion.
+    pub token_count: Option<i64>,
 }
 
 /// Parses `mlperf_log_accuracy.json` (a JSON array of
-/// `{"seq_id", "qsl_idx", "data"}` objects).
+/// `{"seq_id", "qsl_idx", "data"}` objects, with `token_data` and
+/// `token_count` for token models).
 pub fn parse_accuracy(text: &str) -> Result<Vec<AccuracyEntry>> {
     let value: Value = serde_json::from_str(text).context("not JSON")?;
     let array = value
@@ -116,6 +121,21 @@ pub fn parse_accuracy(text: &str) -> Result<Vec<AccuracyEntry>> {
                     .as_str()
                     .ok_or_else(|| anyhow!("entry {i}: bad data"))?
                     .to_string(),
+                token_data: match entry.get("token_data") {
+                    None => None,
+                    Some(v) => Some(
+                        v.as_str()
+                            .ok_or_else(|| anyhow!("entry {i}: bad token_data"))?
+                            .to_string(),
+                    ),
+                },
+                token_count: match entry.get("token_count") {
+                    None => None,
+                    Some(v) => Some(
+                        v.as_i64()
+                            .ok_or_else(|| anyhow!("entry {i}: bad token_count"))?,
+                    ),
+                },
             })
         })
         .collect()

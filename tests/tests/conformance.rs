@@ -78,6 +78,8 @@ struct Case {
     user_conf: String,
     mlperf_conf: Option<&'static str>,
     model: Option<&'static str>,
+    output_tokens: Option<i64>,
+    errors_expected: bool,
 }
 
 impl Case {
@@ -98,7 +100,22 @@ impl Case {
             user_conf: user_conf.to_string(),
             mlperf_conf: None,
             model: None,
+            output_tokens: None,
+            errors_expected: false,
         }
+    }
+
+    /// The SUT breaks a rule, so both engines log runtime errors.
+    fn errors_expected(mut self) -> Self {
+        self.errors_expected = true;
+        self
+    }
+
+    /// A token model: the null SUTs send first tokens and complete with
+    /// `n` tokens.
+    fn output_tokens(mut self, n: i64) -> Self {
+        self.output_tokens = Some(n);
+        self
     }
 
     fn with_user_conf(mut self, extra: &str) -> Self {
@@ -128,6 +145,10 @@ impl Case {
         if let Some(model) = self.model {
             spec = spec.model(model);
         }
+        if let Some(n) = self.output_tokens {
+            spec = spec.null_output_tokens(n);
+        }
+        spec = spec.errors_expected(self.errors_expected);
         let (official, ours) = match run_both(&spec, &dir) {
             Ok(pair) => pair,
             Err(e) => panic!(
@@ -251,19 +272,67 @@ fn compare(report: &mut Report, official: &RunOutput, ours: &RunOutput) -> anyho
         report.add("detail settings keys only ours logs", format!("{extra:?}"));
     }
 
-    // 3. Early stopping text, latency estimates masked.
-    let a: Vec<String> = detail_values(&official_detail, "early_stopping_result")
-        .iter()
-        .map(|v| mask_estimates(&text_of(v)))
-        .collect();
-    let b: Vec<String> = detail_values(&ours_detail, "early_stopping_result")
-        .iter()
-        .map(|v| mask_estimates(&text_of(v)))
-        .collect();
+    // 3. Early stopping text, latency estimates masked (token models
+    // have one for TTFT and one for TPOT).
+    for key in [
+        "early_stopping_result",
+        "early_stopping_ttft_result",
+        "early_stopping_tpot_result",
+    ] {
+        let a: Vec<String> = detail_values(&official_detail, key)
+            .iter()
+            .map(|v| mask_estimates(&text_of(v)))
+            .collect();
+        let b: Vec<String> = detail_values(&ours_detail, key)
+            .iter()
+            .map(|v| mask_estimates(&text_of(v)))
+            .collect();
+        if a != b {
+            report.add(
+                format!("detail `{key}` (estimates masked)"),
+                format!("official: {a:?}\nours:     {b:?}"),
+            );
+        }
+    }
+
+    // 3b. The verdict, the result keys logged, and the runtime errors.
+    for key in ["result_validity", "early_stopping_met"] {
+        let a = detail_values(&official_detail, key);
+        let b = detail_values(&ours_detail, key);
+        if a != b {
+            report.add(format!("detail `{key}`"), diff_values_list(&a, &b));
+        }
+    }
+    let result_keys = |detail: &[(String, Value)]| -> Vec<String> {
+        let mut keys: Vec<String> = detail
+            .iter()
+            .map(|(k, _)| k.clone())
+            .filter(|k| k.starts_with("result_") || k.starts_with("early_stopping_"))
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    };
+    let (a, b) = (result_keys(&official_detail), result_keys(&ours_detail));
     if a != b {
         report.add(
-            "detail `early_stopping_result` (estimates masked)",
-            format!("official: {a:?}\nours:     {b:?}"),
+            "the set of result keys (- official, + ours)",
+            diff_lines(&a, &b),
+        );
+    }
+    let errors = |detail: &[(String, Value)]| -> Vec<String> {
+        let mut errors: Vec<String> = detail_values(detail, "error_runtime")
+            .iter()
+            .map(|v| text_of(v))
+            .collect();
+        errors.sort();
+        errors
+    };
+    let (a, b) = (errors(&official_detail), errors(&ours_detail));
+    if a != b {
+        report.add(
+            "`error_runtime` lines (sorted; - official, + ours)",
+            diff_lines(&a, &b),
         );
     }
 
@@ -274,8 +343,18 @@ fn compare(report: &mut Report, official: &RunOutput, ours: &RunOutput) -> anyho
         report.add("issued sample sequence (--record-issued)", diff);
     }
 
-    // 5. Accuracy log as a multiset of (qsl_idx, data).
-    let key = |e: &AccuracyEntry| (e.qsl_idx, e.data.clone());
+    // 5. Accuracy log as a multiset of (qsl_idx, data), with the token
+    // fields of token models.
+    let key = |e: &AccuracyEntry| {
+        let mut data = e.data.clone();
+        if let Some(token) = &e.token_data {
+            data.push_str(&format!(" token_data={token}"));
+        }
+        if let Some(count) = e.token_count {
+            data.push_str(&format!(" token_count={count}"));
+        }
+        (e.qsl_idx, data)
+    };
     let mut a: Vec<(u64, String)> = official.accuracy()?.iter().map(key).collect();
     let mut b: Vec<(u64, String)> = ours.accuracy()?.iter().map(key).collect();
     a.sort();
@@ -741,6 +820,144 @@ fn model_resnet50_offline() {
         "*.Offline.target_qps = 10000\n*.Offline.min_duration = 1000\n",
     )
     .model("resnet50")
+    .check();
+}
+
+// Token models (use_token_latencies = 1 in mlperf.conf): the null SUTs
+// report each sample's payload as its first token, then complete it with
+// `n_tokens`. Time to first token and time per output token are measured,
+// judged against mlperf.conf's bounds and logged as upstream logs them.
+
+#[test]
+fn llama2_70b_server() {
+    Case::new(
+        "llama2_70b_server",
+        "Server",
+        "PerformanceOnly",
+        4096,
+        1024,
+        SERVER,
+    )
+    .model("llama2-70b")
+    .output_tokens(10)
+    .check();
+}
+
+#[test]
+fn llama2_70b_offline() {
+    Case::new(
+        "llama2_70b_offline",
+        "Offline",
+        "PerformanceOnly",
+        4096,
+        1024,
+        OFFLINE,
+    )
+    .model("llama2-70b")
+    .output_tokens(10)
+    .check();
+}
+
+#[test]
+fn llama2_70b_accuracy_server() {
+    Case::new(
+        "llama2_70b_accuracy_server",
+        "Server",
+        "AccuracyOnly",
+        600,
+        200,
+        SERVER,
+    )
+    .model("llama2-70b")
+    .output_tokens(7)
+    .check();
+}
+
+#[test]
+fn mixtral_8x7b_server() {
+    Case::new(
+        "mixtral_8x7b_server",
+        "Server",
+        "PerformanceOnly",
+        4096,
+        1024,
+        SERVER,
+    )
+    .model("mixtral-8x7b")
+    .output_tokens(3)
+    .check();
+}
+
+/// The interactive variant: the `llama2-70b-interactive` keys of
+/// mlperf.conf (450 ms / 40 ms), run as Server.
+#[test]
+fn llama2_70b_interactive_server() {
+    Case::new(
+        "llama2_70b_interactive_server",
+        "Server",
+        "PerformanceOnly",
+        4096,
+        1024,
+        SERVER,
+    )
+    .model("llama2-70b-interactive")
+    .output_tokens(10)
+    .check();
+}
+
+/// A TTFT bound of 0 ms that every sample misses (user.conf overrides
+/// mlperf.conf's), the TPOT bound kept: INVALID for TTFT, with TTFT's
+/// early stopping failing and its recommendation.
+#[test]
+fn tight_ttft_server() {
+    Case::new(
+        "tight_ttft_server",
+        "Server",
+        "PerformanceOnly",
+        4096,
+        1024,
+        SERVER,
+    )
+    .with_user_conf("llama2-70b.Server.ttft_latency = 0\n")
+    .model("llama2-70b")
+    .output_tokens(10)
+    .check();
+}
+
+/// Both bounds at 0 ms: TPOT's early stopping fails first (TTFT's is then
+/// not run) and both constraints are named.
+#[test]
+fn tight_ttft_and_tpot_server() {
+    Case::new(
+        "tight_ttft_and_tpot_server",
+        "Server",
+        "PerformanceOnly",
+        4096,
+        1024,
+        SERVER,
+    )
+    .with_user_conf("llama2-70b.Server.ttft_latency = 0\nllama2-70b.Server.tpot_latency = 0\n")
+    .model("llama2-70b")
+    .output_tokens(2)
+    .check();
+}
+
+/// A SUT that answers with one token: the official runtime error per
+/// sample ("Number of tokens need to be greater than 1"), the count taken
+/// as 0, in SingleStream's token summary.
+#[test]
+fn one_token_answers_single_stream() {
+    Case::new(
+        "one_token_answers_single_stream",
+        "SingleStream",
+        "PerformanceOnly",
+        256,
+        256,
+        "*.SingleStream.min_duration = 0\n*.SingleStream.min_query_count = 300\n",
+    )
+    .model("llama2-70b")
+    .output_tokens(1)
+    .errors_expected()
     .check();
 }
 

@@ -138,6 +138,10 @@ pub struct RunArgs {
     /// Name the in-process SUT reports.
     #[arg(long, default_value = "null-sut")]
     pub sut_name: String,
+    /// `--sut null` for token models (the LLM benchmarks): answer every
+    /// sample with a first token, then complete it with N tokens.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub null_output_tokens: Option<i64>,
     /// libstdc++ uniform_int algorithm to reproduce: lemire (GCC >= 11) or
     /// division (older toolchains).
     #[arg(long, default_value = "lemire")]

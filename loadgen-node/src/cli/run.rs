@@ -32,6 +32,9 @@ pub fn command(args: &RunArgs) -> Result<()> {
     if args.sut.is_some() && args.loadgen == Engine::Official {
         bail!("--loadgen official drives network SUTs (--sut-node or the embedded default), not --sut null, synthetic or local");
     }
+    if args.null_output_tokens.is_some() && args.sut != Some(SutKind::Null) {
+        bail!("--null-output-tokens sets how --sut null answers token models; it has no effect on other SUTs");
+    }
     if args.synthetic.any() && args.sut != Some(SutKind::Synthetic) {
         bail!("the --synthetic-* flags set the cost model of --sut synthetic; --sut null answers at once");
     }
@@ -53,7 +56,16 @@ fn run_null(args: &RunArgs, scenario: Scenario) -> Result<()> {
     let (total, performance) = setup::counts(args, &benchmark, None)?;
     let settings = setup::settings(args, scenario, None)?;
     let qsl = SyntheticQsl::new(total, performance);
-    let sut = NullSut::new(args.sut_name.clone());
+    let mut sut = NullSut::new(args.sut_name.clone());
+    match args.null_output_tokens {
+        Some(n) => sut = sut.with_output_tokens(n),
+        None if settings.use_token_latencies => bail!(
+            "{} measures token latencies (use_token_latencies = 1): give --null-output-tokens N \
+             (tokens per answer, at least 2) so the null SUT sends first tokens and token counts",
+            setup::model(args)
+        ),
+        None => {}
+    }
     run_test(args, &sut, &qsl, &settings, &args.output, None)
 }
 

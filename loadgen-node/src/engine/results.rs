@@ -21,6 +21,34 @@ pub struct PerformanceResult {
     pub final_query_issued_time: f64,
     /// When every sample of the last query had completed, in s.
     pub final_query_all_samples_done_time: f64,
+    /// Token models: first-token latencies, times per output token and
+    /// token counts.
+    pub tokens: Option<TokenResults>,
+}
+
+/// What a run of a token model measured, per sample slot, as the official
+/// LoadGen collects it: a list runs to the last slot that recorded a value,
+/// with holes of `i64::MIN` (its `kInvalidLatency` and `nTokenInvalid`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TokenResults {
+    /// Time to first token from the sample's scheduled time, in ns.
+    pub first_token_latencies: Vec<i64>,
+    /// (latency - time to first token) / (n_tokens - 1), in ns.
+    pub time_per_output_token: Vec<i64>,
+    /// `n_tokens` of each completed sample (0 where the SUT's count was
+    /// refused).
+    pub tokens_per_sample: Vec<i64>,
+}
+
+impl TokenResults {
+    /// Tokens of every completed sample.
+    pub fn token_count(&self) -> u64 {
+        self.tokens_per_sample
+            .iter()
+            .filter(|&&n| n != i64::MIN)
+            .map(|&n| n as u64)
+            .sum()
+    }
 }
 
 /// The percentiles every summary lists.
@@ -43,20 +71,44 @@ pub struct LatencyStats {
 
 impl LatencyStats {
     fn of_sorted(sorted: &[i64], target_percentile: f64) -> Self {
-        if sorted.is_empty() {
+        Self::of_sorted_over(sorted, sorted.len(), target_percentile)
+    }
+
+    /// Statistics of `sorted` with ranks and mean taken over `count`
+    /// samples, as the official token statistics are (its sample count,
+    /// not the list's length).
+    fn of_sorted_over(sorted: &[i64], count: usize, target_percentile: f64) -> Self {
+        if sorted.is_empty() || count == 0 {
             return Self::default();
         }
-        let n = sorted.len();
-        let at = |p: f64| sorted[((n as f64 * p) as usize).min(n - 1)];
-        let sum: i64 = sorted.iter().sum();
+        let last = sorted.len() - 1;
+        let at = |p: f64| sorted[((count as f64 * p) as usize).min(last)];
+        let sum = sorted.iter().fold(0i64, |a, &l| a.wrapping_add(l));
         Self {
             min: sorted[0],
-            max: sorted[n - 1],
-            mean: sum / n as i64,
+            max: sorted[last],
+            mean: sum / count as i64,
             target: at(target_percentile),
             percentiles: LATENCY_PERCENTILES.map(at),
         }
     }
+}
+
+/// The token results of a run (`use_token_latencies`), judged.
+#[derive(Clone, Debug, Default)]
+pub struct TokenSummary {
+    /// Tokens of every completed sample.
+    pub token_count: u64,
+    /// Time to first token (all zero when no first token was recorded).
+    pub first_token: LatencyStats,
+    /// Time per output token (zero with the first token's).
+    pub time_per_output_token: LatencyStats,
+    /// Early stopping over the times to first token against the TTFT
+    /// bound; not run (empty text) when the TPOT one failed, as upstream.
+    pub early_stopping_ttft: EarlyStoppingResult,
+    /// Early stopping over the times per output token against the TPOT
+    /// bound.
+    pub early_stopping_tpot: EarlyStoppingResult,
 }
 
 /// The early-stopping verdict and its explanation.
@@ -103,8 +155,12 @@ pub struct PerformanceSummary {
     /// were issued.
     pub min_queries_met: bool,
     /// Server: the target-percentile latency is within the bound (always
-    /// true otherwise).
+    /// true otherwise); for token models, TTFT and TPOT within theirs.
     pub perf_constraints_met: bool,
+    /// What to change when the constraints are not met (Server).
+    pub perf_constraints_recommendation: String,
+    /// Token models: the token statistics and their early stopping.
+    pub tokens: Option<TokenSummary>,
 }
 
 impl PerformanceSummary {
@@ -141,9 +197,22 @@ impl PerformanceSummary {
         };
         let min_queries_met = result.queries_issued >= settings.min_query_count
             && sample_count >= settings.min_sample_count;
-        let perf_constraints_met =
-            settings.scenario != Scenario::Server || samples.target <= target_latency;
-        let early_stopping = early_stopping(&settings, &result, overlatency_query_count);
+        let (tokens, early_stopping) = if settings.use_token_latencies {
+            let (tokens, verdict) = token_summary(&settings, &mut result, sample_count as usize);
+            (Some(tokens), verdict)
+        } else {
+            let verdict = early_stopping(
+                &settings,
+                result.queries_issued,
+                &result.sample_latencies,
+                &result.query_latencies,
+                target_latency,
+            );
+            (None, verdict)
+        };
+        let perf_constraints_recommendation =
+            perf_constraints(&settings, &samples, tokens.as_ref());
+        let perf_constraints_met = perf_constraints_recommendation.is_empty();
         Self {
             sut_name,
             settings,
@@ -156,6 +225,8 @@ impl PerformanceSummary {
             min_duration_met,
             min_queries_met,
             perf_constraints_met,
+            perf_constraints_recommendation,
+            tokens,
         }
     }
 
@@ -181,10 +252,6 @@ impl PerformanceSummary {
             }
         }
     }
-
-    /// What to change when the Server latency bound is missed.
-    pub const PERF_CONSTRAINTS_RECOMMENDATION: &'static str =
-        "Reduce target QPS to improve latency.";
 
     /// Samples per second in Offline.
     pub fn offline_samples_per_second(&self) -> f64 {
@@ -213,12 +280,98 @@ impl PerformanceSummary {
     }
 }
 
+/// Server: why the run misses its latency constraints, as the official
+/// words it (empty when they are met, and in the other scenarios).
+fn perf_constraints(
+    settings: &EffectiveSettings,
+    samples: &LatencyStats,
+    tokens: Option<&TokenSummary>,
+) -> String {
+    if settings.scenario != Scenario::Server {
+        return String::new();
+    }
+    const REDUCE: &str = "Reduce target QPS to improve latency.";
+    let Some(tokens) = tokens else {
+        return if samples.target > settings.target_latency_ns as i64 {
+            REDUCE.into()
+        } else {
+            String::new()
+        };
+    };
+    let req = &settings.requested;
+    let mut why = String::new();
+    if tokens.first_token.target > req.server_ttft_latency as i64 {
+        why = format!("TTFT constrain not met: {REDUCE}");
+    }
+    if tokens.time_per_output_token.target > req.server_tpot_latency as i64 {
+        if why.is_empty() {
+            why = format!("TPOT constrain not met: {REDUCE}");
+        } else {
+            why.push_str(&format!("\n * TPOT constrain not met: {REDUCE}"));
+        }
+    }
+    why
+}
+
+/// The token statistics (the official `ProcessTokenLatencies`) and the
+/// early stopping of a token model: TPOT first, then, only if it passed,
+/// TTFT, each against its Server bound.
+fn token_summary(
+    settings: &EffectiveSettings,
+    result: &mut PerformanceResult,
+    sample_count: usize,
+) -> (TokenSummary, EarlyStoppingResult) {
+    let mut measured = result.tokens.take().unwrap_or_default();
+    let p = settings.target_latency_percentile;
+    let mut summary = TokenSummary {
+        token_count: measured.token_count(),
+        ..Default::default()
+    };
+    // Upstream computes nothing else without first tokens (Offline SUTs
+    // need not send them).
+    if !measured.first_token_latencies.is_empty() {
+        measured.first_token_latencies.sort_unstable();
+        measured.time_per_output_token.sort_unstable();
+        summary.first_token =
+            LatencyStats::of_sorted_over(&measured.first_token_latencies, sample_count, p);
+        summary.time_per_output_token =
+            LatencyStats::of_sorted_over(&measured.time_per_output_token, sample_count, p);
+    }
+    let req = &settings.requested;
+    let n = result.queries_issued;
+    summary.early_stopping_tpot = early_stopping(
+        settings,
+        n,
+        &measured.time_per_output_token,
+        &result.query_latencies,
+        req.server_tpot_latency as i64,
+    );
+    let mut verdict = summary.early_stopping_tpot.clone();
+    if verdict.met {
+        summary.early_stopping_ttft = early_stopping(
+            settings,
+            n,
+            &measured.first_token_latencies,
+            &result.query_latencies,
+            req.server_ttft_latency as i64,
+        );
+        verdict = summary.early_stopping_ttft.clone();
+    }
+    verdict.text.clear();
+    result.tokens = Some(measured);
+    (summary, verdict)
+}
+
+/// The official `EarlyStopping` over `n` queries: `sorted` sample latencies
+/// (SingleStream, and Server against `server_bound_ns`) or `queries`
+/// latencies (MultiStream).
 fn early_stopping(
     settings: &EffectiveSettings,
-    result: &PerformanceResult,
-    overlatency: u64,
+    n: u64,
+    sorted: &[i64],
+    queries: &[i64],
+    server_bound_ns: i64,
 ) -> EarlyStoppingResult {
-    let n = result.queries_issued;
     let p = settings.target_latency_percentile;
     let pct = |p: f64| crate::engine::logs::format::fixed(p * 100.0, 1);
     match settings.scenario {
@@ -227,6 +380,7 @@ fn early_stopping(
             ..Default::default()
         },
         Scenario::Server => {
+            let overlatency = sorted.iter().filter(|&&l| l > server_bound_ns).count() as u64;
             let h = MinPassingQueries::new(p).min_passing(overlatency);
             if n >= h + overlatency {
                 EarlyStoppingResult {
@@ -247,9 +401,9 @@ fn early_stopping(
         }
         Scenario::SingleStream | Scenario::MultiStream => {
             let sorted = if settings.scenario == Scenario::SingleStream {
-                &result.sample_latencies
+                sorted
             } else {
-                &result.query_latencies
+                queries
             };
             let mut out = EarlyStoppingResult::default();
             let mut finder = MinPassingQueries::new(p);
@@ -261,7 +415,8 @@ fn early_stopping(
                     return out;
                 }
                 Ok(t) => {
-                    let estimate = sorted[(n - t) as usize];
+                    // A token list may be short of samples (a faulty SUT).
+                    let estimate = sorted.get((n - t) as usize).copied().unwrap_or(0);
                     out.text = format!(
                         " * Processed at least {} queries ({n}).\n * Would discard {} highest latency queries.\n * Early stopping {}th percentile estimate: {estimate}",
                         finder.min_passing(1) + 1,
@@ -285,7 +440,7 @@ fn early_stopping(
                         pct(0.99)
                     )),
                     Ok(t) => {
-                        let estimate = sorted[(n - t) as usize];
+                        let estimate = sorted.get((n - t) as usize).copied().unwrap_or(0);
                         out.text.push_str(&format!(
                             "\n * Early stopping {}th percentile estimate: {estimate}",
                             pct(0.99)

@@ -69,15 +69,18 @@ impl LocalNodeSut {
     }
 }
 
-/// Decodes a batch of node completions and records them.
+/// Decodes a batch of node messages and records them: first tokens, then
+/// completions (a sample's first token is always ahead of its completion
+/// on the channel, so this keeps each sample's order).
 fn complete_batch(completer: &Completer, benchmark: &Benchmark, batch: Vec<pb::Completion>) {
+    let mut first_tokens = Vec::new();
     let mut outputs = Vec::with_capacity(batch.len());
     for c in batch {
         if !c.error.is_empty() {
             completer.abort(format!("sample {}: {}", c.response_id, c.error));
             return;
         }
-        let id = c.response_id;
+        let (id, n_tokens, first) = (c.response_id, c.n_tokens, c.first_token);
         let data = match completion_output(c, benchmark, u64::MAX) {
             Ok(d) => d,
             Err(e) => {
@@ -85,13 +88,25 @@ fn complete_batch(completer: &Completer, benchmark: &Benchmark, batch: Vec<pb::C
                 return;
             }
         };
-        outputs.push((id, data));
+        if first {
+            first_tokens.push((id, data, 0));
+        } else {
+            outputs.push((id, data, n_tokens));
+        }
     }
-    let responses: Vec<QuerySampleResponse<'_>> = outputs
-        .iter()
-        .map(|(id, data)| QuerySampleResponse { id: *id, data })
-        .collect();
-    completer.complete(&responses);
+    fn responses(list: &[(u64, bytes::Bytes, i64)]) -> Vec<QuerySampleResponse<'_>> {
+        list.iter()
+            .map(|(id, data, n_tokens)| QuerySampleResponse {
+                id: *id,
+                data,
+                n_tokens: *n_tokens,
+            })
+            .collect()
+    }
+    if !first_tokens.is_empty() {
+        completer.first_token(&responses(&first_tokens));
+    }
+    completer.complete(&responses(&outputs));
 }
 
 impl SystemUnderTest for LocalNodeSut {

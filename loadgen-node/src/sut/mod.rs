@@ -46,7 +46,8 @@ pub struct QuerySample {
     pub index: QuerySampleIndex,
 }
 
-/// A SUT's answer for one sample.
+/// A SUT's answer for one sample (or, through `Completer::first_token`,
+/// its first token).
 #[derive(Clone, Copy, Debug)]
 pub struct QuerySampleResponse<'a> {
     /// The id the sample was issued with.
@@ -54,6 +55,20 @@ pub struct QuerySampleResponse<'a> {
     /// The output bytes; copied into the accuracy log when the sample is
     /// selected for it, ignored otherwise.
     pub data: &'a [u8],
+    /// Token models: how many tokens the output holds (the official
+    /// `n_tokens`; at least 2 for a time per output token). 0 otherwise.
+    pub n_tokens: i64,
+}
+
+impl<'a> QuerySampleResponse<'a> {
+    /// A response of a model without token latencies.
+    pub fn new(id: ResponseId, data: &'a [u8]) -> Self {
+        Self {
+            id,
+            data,
+            n_tokens: 0,
+        }
+    }
 }
 
 /// The system under test as the LoadGen sees it.

@@ -21,16 +21,25 @@ pub struct CompleterSink {
     pub counters: Arc<Counters>,
 }
 
+/// The engine's view of the QDL's responses.
+fn converted<'a>(responses: &[qdl::Response<'a>]) -> Vec<QuerySampleResponse<'a>> {
+    responses
+        .iter()
+        .map(|r| QuerySampleResponse {
+            id: r.response_id,
+            data: r.data,
+            n_tokens: r.n_tokens,
+        })
+        .collect()
+}
+
 impl CompletionSink for CompleterSink {
+    fn first_token(&self, responses: &[qdl::Response<'_>]) {
+        self.completer.first_token(&converted(responses));
+    }
+
     fn complete(&self, responses: &[qdl::Response<'_>]) {
-        let converted: Vec<QuerySampleResponse<'_>> = responses
-            .iter()
-            .map(|r| QuerySampleResponse {
-                id: r.response_id,
-                data: r.data,
-            })
-            .collect();
-        self.completer.complete(&converted);
+        self.completer.complete(&converted(responses));
         self.counters
             .completed
             .fetch_add(responses.len() as u64, Ordering::Relaxed);

@@ -8,16 +8,30 @@ use crate::sut::{
 };
 
 /// Completes every sample inside `issue_query`, answering with the sample's
-/// QSL index as 4 little-endian bytes (so accuracy logs are checkable).
+/// QSL index as 4 little-endian bytes (so accuracy logs are checkable). For
+/// token models it first reports that same payload as the first token,
+/// then completes with a fixed `n_tokens`.
 #[derive(Clone, Debug)]
 pub struct NullSut {
     name: String,
+    output_tokens: Option<i64>,
 }
 
 impl NullSut {
     /// A null SUT that reports `name`.
     pub fn new(name: impl Into<String>) -> Self {
-        Self { name: name.into() }
+        Self {
+            name: name.into(),
+            output_tokens: None,
+        }
+    }
+
+    /// Answers each sample with a first token and then a completion of
+    /// `n_tokens` tokens (any value, so the LoadGen's checks of bad counts
+    /// can be exercised too).
+    pub fn with_output_tokens(mut self, n_tokens: i64) -> Self {
+        self.output_tokens = Some(n_tokens);
+        self
     }
 }
 
@@ -37,11 +51,17 @@ impl SystemUnderTest for NullSut {
             for (d, s) in data.iter_mut().zip(chunk) {
                 *d = (s.index as u32).to_le_bytes();
             }
-            let responses: Vec<QuerySampleResponse<'_>> = chunk
+            let mut responses: Vec<QuerySampleResponse<'_>> = chunk
                 .iter()
                 .zip(&data)
-                .map(|(s, d)| QuerySampleResponse { id: s.id, data: d })
+                .map(|(s, d)| QuerySampleResponse::new(s.id, d))
                 .collect();
+            if let Some(n_tokens) = self.output_tokens {
+                completer.first_token(&responses);
+                for r in &mut responses {
+                    r.n_tokens = n_tokens;
+                }
+            }
             completer.complete(&responses);
         }
     }

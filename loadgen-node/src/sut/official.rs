@@ -54,6 +54,13 @@ extern "C" {
         ids: *const u64,
         data: *const *const u8,
         sizes: *const usize,
+        n_tokens: *const i64,
+        n: usize,
+    );
+    fn netdiv_official_first_token(
+        ids: *const u64,
+        data: *const *const u8,
+        sizes: *const usize,
         n: usize,
     );
 }
@@ -77,15 +84,42 @@ struct OfficialSink {
     counters: Arc<Counters>,
 }
 
+/// The columns of `responses` as the C++ side takes them: ids, data
+/// pointers, sizes, token counts.
+type Columns = (Vec<u64>, Vec<*const u8>, Vec<usize>, Vec<i64>);
+
+fn columns(responses: &[qdl::Response<'_>]) -> Columns {
+    (
+        responses.iter().map(|r| r.response_id).collect(),
+        responses.iter().map(|r| r.data.as_ptr()).collect(),
+        responses.iter().map(|r| r.data.len()).collect(),
+        responses.iter().map(|r| r.n_tokens).collect(),
+    )
+}
+
 impl CompletionSink for OfficialSink {
+    fn first_token(&self, responses: &[qdl::Response<'_>]) {
+        let (ids, data, sizes, _) = columns(responses);
+        // SAFETY: as in `complete`.
+        unsafe {
+            netdiv_official_first_token(ids.as_ptr(), data.as_ptr(), sizes.as_ptr(), ids.len())
+        };
+    }
+
     fn complete(&self, responses: &[qdl::Response<'_>]) {
-        let ids: Vec<u64> = responses.iter().map(|r| r.response_id).collect();
-        let data: Vec<*const u8> = responses.iter().map(|r| r.data.as_ptr()).collect();
-        let sizes: Vec<usize> = responses.iter().map(|r| r.data.len()).collect();
-        // SAFETY: three arrays of `responses.len()` elements, and every data
+        let (ids, data, sizes, n_tokens) = columns(responses);
+        // SAFETY: four arrays of `responses.len()` elements, and every data
         // pointer valid for its size until this call returns (the LoadGen
         // copies what it keeps).
-        unsafe { netdiv_official_complete(ids.as_ptr(), data.as_ptr(), sizes.as_ptr(), ids.len()) };
+        unsafe {
+            netdiv_official_complete(
+                ids.as_ptr(),
+                data.as_ptr(),
+                sizes.as_ptr(),
+                n_tokens.as_ptr(),
+                ids.len(),
+            )
+        };
         self.counters
             .completed
             .fetch_add(responses.len() as u64, Ordering::Relaxed);

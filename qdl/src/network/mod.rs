@@ -109,6 +109,11 @@ pub struct QdlStats {
     pub resent: u64,
     /// Answers dropped because the sample had moved on (late answers).
     pub late_answers: u64,
+    /// First tokens handed to the LoadGen (token models).
+    pub first_tokens: u64,
+    /// First tokens dropped: late, or a second one for a sample (after a
+    /// failover the sample's first token already counted).
+    pub late_first_tokens: u64,
     /// Nodes that failed or stopped taking work.
     pub nodes_failed: u64,
 }
@@ -315,6 +320,8 @@ impl NetworkSut {
             queued: pool.queued() as u64,
             resent: pool.requeued(),
             late_answers: router.late_answers.load(Ordering::Relaxed),
+            first_tokens: router.first_tokens.load(Ordering::Relaxed),
+            late_first_tokens: pool.late_first_tokens(),
             nodes_failed: (0..router.node_count())
                 .filter(|&i| !pool.is_healthy(i))
                 .count() as u64,

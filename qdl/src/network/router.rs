@@ -32,6 +32,7 @@ pub(super) struct QueryRouter {
     pub(super) closing: AtomicBool,
     pub(super) completed: AtomicU64,
     pub(super) late_answers: AtomicU64,
+    pub(super) first_tokens: AtomicU64,
 }
 
 /// A failed sample's reason names its node and id.
@@ -70,6 +71,7 @@ impl QueryRouter {
             closing: AtomicBool::new(false),
             completed: AtomicU64::new(0),
             late_answers: AtomicU64::new(0),
+            first_tokens: AtomicU64::new(0),
         }
     }
 
@@ -222,41 +224,57 @@ impl QueryRouter {
         self.send_or_strand(result);
     }
 
-    /// Hands each run of outputs bound for one sink over in one call;
-    /// returns how many were late (their sample had moved on).
-    fn deliver(&self, ids: &[u64], outputs: &[bytes::Bytes], tags: Vec<Option<Sink>>) -> u64 {
-        let mut batch: Vec<Response<'_>> = Vec::with_capacity(ids.len());
+    /// Hands each run of outputs bound for one sink over in one call (to
+    /// `hand_over`: the sink's `complete` or `first_token`); returns how
+    /// many were late (their sample had moved on).
+    fn deliver(
+        &self,
+        outputs: &[Output],
+        tags: Vec<Option<Sink>>,
+        hand_over: impl Fn(&Sink, &[Response<'_>]),
+    ) -> u64 {
+        let mut batch: Vec<Response<'_>> = Vec::with_capacity(outputs.len());
         let mut batch_sink: Option<Sink> = None;
         let mut late = 0u64;
-        for ((id, data), tag) in ids.iter().zip(outputs).zip(tags) {
+        for (output, tag) in outputs.iter().zip(tags) {
             let Some(sink) = tag else {
                 late += 1;
                 continue;
             };
             if let Some(current) = &batch_sink {
                 if !Arc::ptr_eq(current, &sink) {
-                    current.complete(&batch);
+                    hand_over(current, &batch);
                     batch.clear();
                 }
             }
             batch.push(Response {
-                response_id: *id,
-                data,
+                response_id: output.id,
+                data: &output.data,
+                n_tokens: output.n_tokens,
             });
             batch_sink = Some(sink);
         }
         if let Some(sink) = batch_sink {
-            sink.complete(&batch);
+            hand_over(&sink, &batch);
         }
         late
     }
 }
 
+/// A decoded answer from a node: a completion or a first token.
+struct Output {
+    id: u64,
+    data: bytes::Bytes,
+    n_tokens: i64,
+}
+
 impl LinkEvents for QueryRouter {
     fn completions(&self, node: usize, completions: Vec<pb::Completion>) {
         let benchmark = self.store.benchmark();
-        let mut ids = Vec::with_capacity(completions.len());
         let mut outputs = Vec::with_capacity(completions.len());
+        // A node sends a sample's first token before its completion; the
+        // batch's first tokens go first, which keeps that order.
+        let mut first_tokens = Vec::new();
         let mut declined = Vec::new();
         let mut decline_reason = String::new();
         let mut broken: Vec<(u64, String)> = Vec::new();
@@ -271,17 +289,28 @@ impl LinkEvents for QueryRouter {
                 }
                 continue;
             }
+            let (n_tokens, first_token) = (c.n_tokens, c.first_token);
             match completion_output(c, benchmark, MAX_MESSAGE_BYTES as u64) {
-                Ok(data) => {
-                    ids.push(id);
-                    outputs.push(data);
-                }
+                Ok(data) if first_token => first_tokens.push(Output {
+                    id,
+                    data,
+                    n_tokens: 0,
+                }),
+                Ok(data) => outputs.push(Output { id, data, n_tokens }),
                 Err(e) => broken.push((id, format!("response refused: {e}"))),
             }
         }
+        if !first_tokens.is_empty() {
+            let ids: Vec<u64> = first_tokens.iter().map(|o| o.id).collect();
+            let tags = self.lock_pool().first_token(node, &ids);
+            let late = self.deliver(&first_tokens, tags, |sink, batch| sink.first_token(batch));
+            self.first_tokens
+                .fetch_add(ids.len() as u64 - late, Ordering::Relaxed);
+        }
+        let ids: Vec<u64> = outputs.iter().map(|o| o.id).collect();
         let (tags, sends) = self.lock_pool().complete(node, &ids);
         self.send(sends);
-        let late = self.deliver(&ids, &outputs, tags);
+        let late = self.deliver(&outputs, tags, |sink, batch| sink.complete(batch));
         self.completed
             .fetch_add(ids.len() as u64 - late, Ordering::Relaxed);
         self.late_answers.fetch_add(late, Ordering::Relaxed);

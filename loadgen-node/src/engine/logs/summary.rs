@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::format::{cpp_double, fixed};
-use crate::engine::results::{PerformanceSummary, LATENCY_PERCENTILES};
+use crate::engine::results::{PerformanceSummary, TokenSummary, LATENCY_PERCENTILES};
 use crate::engine::settings::Scenario;
 
 const RULE: &str = "================================================";
@@ -40,6 +40,12 @@ pub fn render(s: &PerformanceSummary) -> String {
             cpp_double(s.offline_samples_per_second())
         )),
     }
+    if let Some(tokens) = &s.tokens {
+        token_throughput(&mut line, s, tokens);
+    }
+    if st.infer_token_latencies {
+        inferred_token_throughput(&mut line, s);
+    }
     let yes = |b: bool| if b { "Yes" } else { "NO" };
     line(format!(
         "Result is : {}",
@@ -66,10 +72,7 @@ pub fn render(s: &PerformanceSummary) -> String {
     if !s.is_valid() {
         line("Recommendations:".into());
         if !s.perf_constraints_met {
-            line(format!(
-                " * {}",
-                PerformanceSummary::PERF_CONSTRAINTS_RECOMMENDATION
-            ));
+            line(format!(" * {}", s.perf_constraints_recommendation));
         }
         if !s.min_duration_met {
             line(format!(" * {}", s.min_duration_recommendation()));
@@ -79,8 +82,18 @@ pub fn render(s: &PerformanceSummary) -> String {
         }
     }
     if st.scenario != Scenario::Offline {
-        line("Early Stopping Result:".into());
-        line(s.early_stopping.text.clone());
+        match &s.tokens {
+            None => {
+                line("Early Stopping Result:".into());
+                line(s.early_stopping.text.clone());
+            }
+            Some(tokens) => {
+                line("TTFT Early Stopping Result:".into());
+                line(tokens.early_stopping_ttft.text.clone());
+                line("TPOT Early Stopping Result:".into());
+                line(tokens.early_stopping_tpot.text.clone());
+            }
+        }
     }
     line(format!("\n{RULE}\nAdditional Stats\n{RULE}"));
     match st.scenario {
@@ -107,6 +120,9 @@ pub fn render(s: &PerformanceSummary) -> String {
     }
     if st.scenario != Scenario::MultiStream {
         latency_block(&mut line, &s.samples);
+    }
+    if let Some(tokens) = &s.tokens {
+        token_stats(&mut line, s, tokens);
     }
     line(format!("\n{RULE}\nTest Parameters Used\n{RULE}"));
     line(format!("samples_per_query : {}", st.samples_per_query));
@@ -172,6 +188,111 @@ pub fn render(s: &PerformanceSummary) -> String {
         line("WARNING: sample_concatenate_permutation was set to true. \nGenerated samples per query might be different as the one in the setting.\nCheck the generated_samples_per_query line in the detailed log for the real\nsamples_per_query value".into());
     }
     out
+}
+
+/// The token line under the scenario's headline number.
+fn token_throughput(line: &mut impl FnMut(String), s: &PerformanceSummary, tokens: &TokenSummary) {
+    let pct = fixed(s.settings.target_latency_percentile * 100.0, 1);
+    let count = tokens.token_count as f64;
+    match s.settings.scenario {
+        Scenario::SingleStream | Scenario::MultiStream => line(format!(
+            "{pct}th first token percentile latency (ns) : {}",
+            tokens.first_token.target
+        )),
+        Scenario::Offline => line(format!(
+            "Tokens per second: {}",
+            cpp_double(count / s.result.max_latency)
+        )),
+        Scenario::Server => line(format!(
+            "Completed tokens per second: {}",
+            fixed(count / s.result.final_query_all_samples_done_time, 2)
+        )),
+    }
+}
+
+/// Token throughput inferred from samples (`infer_token_latencies`).
+fn inferred_token_throughput(line: &mut impl FnMut(String), s: &PerformanceSummary) {
+    let factor = s.settings.token_latency_scaling_factor as f64;
+    match s.settings.scenario {
+        Scenario::Offline => line(format!(
+            "Tokens per second (inferred): {}",
+            cpp_double(factor * s.sample_count as f64 / s.result.max_latency)
+        )),
+        Scenario::Server => line(format!(
+            "Completed tokens per second (inferred): {}",
+            fixed(
+                factor * (s.sample_count as f64 - 1.0) / s.result.final_query_all_samples_done_time,
+                2
+            )
+        )),
+        Scenario::SingleStream | Scenario::MultiStream => {}
+    }
+}
+
+/// The token block of "Additional Stats" (spelled as upstream spells it).
+fn token_stats(line: &mut impl FnMut(String), s: &PerformanceSummary, tokens: &TokenSummary) {
+    let count = tokens.token_count as f64;
+    line(String::new());
+    match s.settings.scenario {
+        Scenario::SingleStream => {
+            line(format!(
+                "TPS w/ loadgen overhead         : {}",
+                fixed(count / s.result.final_query_issued_time, 2)
+            ));
+            let busy_s = s.samples.mean as f64 / 1e9 * s.sample_count as f64;
+            line(format!(
+                "TPS w/o loadgen overhead        : {}",
+                fixed(count / busy_s, 2)
+            ));
+        }
+        Scenario::Server => line(format!(
+            "Completed tokens per second                 : {}",
+            fixed(count / s.result.final_query_all_samples_done_time, 2)
+        )),
+        Scenario::MultiStream | Scenario::Offline => {}
+    }
+    if s.settings.scenario == Scenario::Offline {
+        return;
+    }
+    let ttft = &tokens.first_token;
+    line(format!(
+        "Min First Token latency (ns)                : {}",
+        ttft.min
+    ));
+    line(format!(
+        "Max First Token latency (ns)                : {}",
+        ttft.max
+    ));
+    line(format!(
+        "Mean First Token latency (ns)               : {}",
+        ttft.mean
+    ));
+    for (p, v) in LATENCY_PERCENTILES.iter().zip(ttft.percentiles) {
+        line(format!(
+            "{} percentile first token latency (ns)   : {v}",
+            fixed(p * 100.0, 2)
+        ));
+    }
+    line(String::new());
+    let tpot = &tokens.time_per_output_token;
+    line(format!(
+        "Min Time per Output Token (ns)                : {}",
+        tpot.min
+    ));
+    line(format!(
+        "Max Time per Output Token (ns)                : {}",
+        tpot.max
+    ));
+    line(format!(
+        "Mean Time per Output Token (ns)               : {}",
+        tpot.mean
+    ));
+    for (p, v) in LATENCY_PERCENTILES.iter().zip(tpot.percentiles) {
+        line(format!(
+            "{} percentile time to output token (ns)   : {v}",
+            fixed(p * 100.0, 2)
+        ));
+    }
 }
 
 fn latency_block(line: &mut impl FnMut(String), stats: &crate::engine::results::LatencyStats) {

@@ -228,6 +228,7 @@ pub(super) fn log_performance_detail(
     log_validity(d, p)?;
     log_scenario_results(d, p)?;
     log_sample_latencies(d, p)?;
+    log_token_results(d, p)?;
     log_inferred_tokens(d, p)?;
     let errors = d.error_count();
     mllog!(d, "num_errors", errors)?;
@@ -252,11 +253,25 @@ fn log_validity(d: &mut Detail, p: &PerformanceSummary) -> Result<(), TestError>
     if !valid {
         mllog!(d, "result_invalid_reason", invalid_reason(p))?;
     }
-    mllog!(
-        d,
-        "early_stopping_result",
-        p.early_stopping.text.replace('\n', " ")
-    )?;
+    match &p.tokens {
+        None => mllog!(
+            d,
+            "early_stopping_result",
+            p.early_stopping.text.replace('\n', " ")
+        )?,
+        Some(tokens) => {
+            mllog!(
+                d,
+                "early_stopping_ttft_result",
+                tokens.early_stopping_ttft.text.replace('\n', " ")
+            )?;
+            mllog!(
+                d,
+                "early_stopping_tpot_result",
+                tokens.early_stopping_tpot.text.replace('\n', " ")
+            )?;
+        }
+    }
     mllog!(d, "result_query_count", p.result.queries_issued)?;
     if server {
         mllog!(
@@ -272,7 +287,7 @@ fn log_validity(d: &mut Detail, p: &PerformanceSummary) -> Result<(), TestError>
 fn invalid_reason(p: &PerformanceSummary) -> String {
     let mut reason = String::new();
     if !p.perf_constraints_met {
-        reason += PerformanceSummary::PERF_CONSTRAINTS_RECOMMENDATION;
+        reason += &p.perf_constraints_recommendation;
         reason += " ";
     }
     if !p.min_duration_met {
@@ -345,6 +360,58 @@ fn log_sample_latencies(d: &mut Detail, p: &PerformanceSummary) -> Result<(), Te
         let key = format!("result_{}_percentile_latency_ns", fixed(pct * 100.0, 2));
         mllog!(d, &key, v)?;
     }
+    Ok(())
+}
+
+/// First-token and per-token latencies and token throughput, with the
+/// official key names (`result_time_to_output_token_*` included).
+fn log_token_results(d: &mut Detail, p: &PerformanceSummary) -> Result<(), TestError> {
+    let Some(tokens) = &p.tokens else {
+        return Ok(());
+    };
+    let count = tokens.token_count as f64;
+    if p.settings.scenario == Scenario::Offline {
+        mllog!(d, "result_tokens_per_second", count / p.result.max_latency)?;
+        return Ok(());
+    }
+    let ttft = &tokens.first_token;
+    mllog!(d, "result_first_token_min_latency_ns", ttft.min)?;
+    mllog!(d, "result_first_token_max_latency_ns", ttft.max)?;
+    mllog!(d, "result_first_token_mean_latency_ns", ttft.mean)?;
+    for (pct, v) in LATENCY_PERCENTILES.iter().zip(ttft.percentiles) {
+        let key = format!(
+            "result_first_token_{}_percentile_latency_ns",
+            fixed(pct * 100.0, 2)
+        );
+        mllog!(d, &key, v)?;
+    }
+    mllog!(
+        d,
+        "result_token_throughput_with_loadgen_overhead",
+        count / p.result.final_query_issued_time
+    )?;
+    // Upstream divides by the mean latency in ns times the sample count.
+    mllog!(
+        d,
+        "result_token_throughput",
+        count / (p.samples.mean as f64 * p.sample_count as f64)
+    )?;
+    let tpot = &tokens.time_per_output_token;
+    for (pct, v) in LATENCY_PERCENTILES.iter().zip(tpot.percentiles) {
+        let key = format!(
+            "result_time_per_output_token_{}_percentile_ns",
+            fixed(pct * 100.0, 2)
+        );
+        mllog!(d, &key, v)?;
+    }
+    mllog!(d, "result_time_to_output_token_min", tpot.min)?;
+    mllog!(d, "result_time_to_output_token_max", tpot.max)?;
+    mllog!(d, "result_time_to_output_token_mean", tpot.mean)?;
+    mllog!(
+        d,
+        "result_completed_tokens_per_second",
+        count / p.result.final_query_all_samples_done_time
+    )?;
     Ok(())
 }
 

@@ -51,9 +51,6 @@ pub enum TestError {
     /// The settings leave nothing to issue.
     #[error("nothing to issue: {0}")]
     Empty(String),
-    /// The settings ask for something this engine does not measure.
-    #[error("not supported by the netdiv engine: {0}")]
-    Unsupported(String),
 }
 
 /// Options of the engine that are not MLPerf settings.
@@ -113,7 +110,6 @@ pub fn start_test(
     log_settings: &LogSettings,
     options: EngineOptions,
 ) -> Result<TestOutcome, TestError> {
-    refuse_unsupported(requested)?;
     let origin = Instant::now();
     let origin_wall = SystemTime::now();
     let files = open_logs(log_settings, origin)?;
@@ -155,19 +151,6 @@ pub fn start_test(
         issued: ctx.issued,
         error_count,
     })
-}
-
-/// Refuses settings whose verdict this engine cannot give.
-fn refuse_unsupported(requested: &TestSettings) -> Result<(), TestError> {
-    if requested.use_token_latencies {
-        // Refuse rather than report a verdict without TTFT/TPOT.
-        return Err(TestError::Unsupported(
-            "use_token_latencies = 1 (the LLM benchmarks' first-token and per-token latencies); \
-             run this model under the official LoadGen"
-                .into(),
-        ));
-    }
-    Ok(())
 }
 
 /// Creates the output folder and the four log files.

@@ -6,13 +6,15 @@ use std::sync::Arc;
 
 use super::clock::power_time;
 use super::{Context, Detail, TestError};
+use crate::engine::completion::tokens::{counted_tokens, TokenTable};
 use crate::engine::completion::{KeepPolicy, SampleTable};
 use crate::engine::generate::{
     generate_queries, loadable_sets, AccuracyLogSampling, GeneratedQueries, LoadableSet, Pass,
 };
 use crate::engine::issue::{issue_queries, IssueRecord, StopReason};
+use crate::engine::logs::accuracy::TokenFields;
 
-use crate::engine::results::{PerformanceResult, PerformanceSummary};
+use crate::engine::results::{PerformanceResult, PerformanceSummary, TokenResults};
 use crate::engine::rng::StdRng;
 use crate::engine::settings::{EffectiveSettings, Scenario};
 use crate::mllog;
@@ -144,14 +146,18 @@ pub(super) fn run_pass(
         (Pass::Performance, Some(flags)) => KeepPolicy::Selected(flags),
         (Pass::Performance, None) => KeepPolicy::None,
     };
-    let table = Arc::new(SampleTable::new(
+    let mut table = SampleTable::new(
         queries.first_sequence_id,
         ctx.origin,
         queries.query_sizes(),
         queries.samples_per_query,
         queries.samples.len(),
         keep,
-    ));
+    );
+    if settings.use_token_latencies {
+        table = table.with_tokens(settings.scenario != Scenario::Offline);
+    }
+    let table = Arc::new(table);
     let rec =
         issue_queries(ctx.sut, settings, pass, &queries, &table).map_err(TestError::SutAborted)?;
     log_issue_end(&mut ctx.detail, &rec, pass)?;
@@ -164,6 +170,7 @@ pub(super) fn run_pass(
         );
         mllog!(ctx.detail, error "error_runtime", msg)?;
     }
+    log_token_errors(&mut ctx.detail, &table)?;
     if ctx.options.record_issued {
         ctx.issued.extend(
             queries.samples[..rec.samples_issued]
@@ -214,6 +221,23 @@ fn log_issue_end(d: &mut Detail, rec: &IssueRecord, pass: Pass) -> Result<(), Te
     Ok(())
 }
 
+/// The token protocol errors of a pass, one `error_runtime` line each, as
+/// the official logs them.
+fn log_token_errors(d: &mut Detail, table: &SampleTable) -> Result<(), TestError> {
+    let Some(tokens) = table.tokens() else {
+        return Ok(());
+    };
+    let (count, messages) = tokens.errors();
+    for message in &messages {
+        mllog!(d, error "error_runtime", message.clone())?;
+    }
+    if count > messages.len() as u64 {
+        let more = count - messages.len() as u64;
+        mllog!(d, error "error_runtime", format!("{more} more token errors like the ones above"))?;
+    }
+    Ok(())
+}
+
 fn record_accuracy(
     ctx: &mut Context,
     queries: &GeneratedQueries,
@@ -221,9 +245,16 @@ fn record_accuracy(
     issued: usize,
 ) -> Result<(), TestError> {
     for (slot, sample) in queries.samples[..issued].iter().enumerate() {
-        if let Some(data) = table.kept_response(slot) {
-            ctx.accuracy.entry(sample.id, sample.index, data)?;
-        }
+        let Some(data) = table.kept_response(slot) else {
+            continue;
+        };
+        let tokens = table.tokens().map(|t| TokenFields {
+            first_token: t
+                .needs_first_token()
+                .then(|| t.kept_first_token(slot).unwrap_or_default()),
+            count: t.reported_tokens(slot).unwrap_or(0),
+        });
+        ctx.accuracy.entry(sample.id, sample.index, data, tokens)?;
     }
     Ok(())
 }
@@ -285,6 +316,9 @@ fn measure(
     let query_latencies: Vec<i64> = (0..rec.queries_issued)
         .map(|q| table.query_done_at(q).unwrap_or(0) as i64 - rec.scheduled_ns[q] as i64)
         .collect();
+    let tokens = table
+        .tokens()
+        .map(|t| measure_tokens(t, &sample_latencies, |slot| rec.scheduled_ns[slot / spq]));
     let last = rec.queries_issued - 1;
     let max_latency = sample_latencies.iter().copied().max().unwrap_or(0);
     PerformanceResult {
@@ -300,5 +334,48 @@ fn measure(
                 .unwrap_or(rec.start_ns)
                 .saturating_sub(rec.start_ns),
         ),
+        tokens,
+    }
+}
+
+/// The token lists of a pass as the official collects them: each runs to
+/// the last slot that recorded a value, with `i64::MIN` holes.
+fn measure_tokens(
+    tokens: &TokenTable,
+    sample_latencies: &[i64],
+    scheduled_ns: impl Fn(usize) -> u64,
+) -> TokenResults {
+    const HOLE: i64 = i64::MIN;
+    let trim = |mut v: Vec<i64>| {
+        let len = v.iter().rposition(|&x| x != HOLE).map_or(0, |i| i + 1);
+        v.truncate(len);
+        v
+    };
+    let ttft: Vec<Option<i64>> = (0..sample_latencies.len())
+        .map(|slot| {
+            tokens
+                .first_token_at(slot)
+                .map(|t| t as i64 - scheduled_ns(slot) as i64)
+        })
+        .collect();
+    let mut tpot = Vec::with_capacity(sample_latencies.len());
+    let mut counts = Vec::with_capacity(sample_latencies.len());
+    for (slot, &latency) in sample_latencies.iter().enumerate() {
+        let Some(reported) = tokens.reported_tokens(slot) else {
+            tpot.push(HOLE);
+            counts.push(HOLE);
+            continue;
+        };
+        let n = counted_tokens(reported);
+        // Upstream divides by n - 1 even where it refused the count (0),
+        // and measures from 0 where no first token came (Offline).
+        let since_first = latency - ttft[slot].unwrap_or(0);
+        tpot.push(since_first.wrapping_div(n - 1));
+        counts.push(n);
+    }
+    TokenResults {
+        first_token_latencies: trim(ttft.into_iter().map(|t| t.unwrap_or(HOLE)).collect()),
+        time_per_output_token: trim(tpot),
+        tokens_per_sample: trim(counts),
     }
 }

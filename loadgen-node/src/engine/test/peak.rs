@@ -50,7 +50,7 @@ pub(super) fn find_peak_performance(
     };
     let base_summary = run(ctx, base, None)?;
     if !base_summary.perf_constraints_met {
-        mllog!(ctx.detail, error "error_runtime", format!("FindPeakPerformance: Initial lower bound does not satisfy performance constraints, msg: {}", PerformanceSummary::PERF_CONSTRAINTS_RECOMMENDATION))?;
+        mllog!(ctx.detail, error "error_runtime", format!("FindPeakPerformance: Initial lower bound does not satisfy performance constraints, msg: {}", base_summary.perf_constraints_recommendation))?;
         return Ok(Some(base_summary));
     }
     let step = base.requested.server_find_peak_qps_boundary_step_size;

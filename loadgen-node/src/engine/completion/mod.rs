@@ -6,7 +6,10 @@
 //! accuracy log, and no system call unless the issuing thread is asleep
 //! waiting for exactly this completion), so the SUT never waits on the
 //! LoadGen. Everything else (latencies, logs, traces) is derived from the
-//! table after the run.
+//! table after the run. Token models add first tokens and token counts
+//! ([`tokens`]).
+
+pub mod tokens;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -19,6 +22,7 @@ use std::time::Instant;
 pub struct SutAborted(pub String);
 
 use crate::sut::QuerySampleResponse;
+use tokens::TokenTable;
 
 /// Completion state of every sample and query of one IssueQueries call.
 pub struct SampleTable {
@@ -44,6 +48,8 @@ pub struct SampleTable {
     first_error: OnceLock<String>,
     abort: OnceLock<String>,
     waiter: Waiter,
+    /// First tokens and token counts, when the test measures them.
+    tokens: Option<TokenTable>,
 }
 
 /// Which responses are copied for the accuracy log.
@@ -111,7 +117,39 @@ impl SampleTable {
                 thread: OnceLock::new(),
                 parked: AtomicBool::new(false),
             },
+            tokens: None,
         }
+    }
+
+    /// Also records first tokens and token counts (`use_token_latencies`);
+    /// `needs_first_token` in every scenario but Offline.
+    pub fn with_tokens(mut self, needs_first_token: bool) -> Self {
+        let keep = !self.kept.is_empty();
+        self.tokens = Some(TokenTable::new(
+            self.completed_at.len(),
+            needs_first_token,
+            keep,
+        ));
+        self
+    }
+
+    /// The token state, when the test measures token latencies.
+    pub fn tokens(&self) -> Option<&TokenTable> {
+        self.tokens.as_ref()
+    }
+
+    /// Whether `slot`'s response (and first token) go to the accuracy log.
+    fn keeps(&self, slot: usize) -> bool {
+        match &self.keep {
+            KeepPolicy::None => false,
+            KeepPolicy::All => true,
+            KeepPolicy::Selected(flags) => flags[slot],
+        }
+    }
+
+    /// Whether `slot` has completed.
+    fn is_done(&self, slot: usize) -> bool {
+        self.done_bits[slot / 64].load(Ordering::Acquire) & (1 << (slot % 64)) != 0
     }
 
     /// Nanoseconds since the run's origin.
@@ -157,12 +195,10 @@ impl SampleTable {
                 continue;
             }
             self.completed_at[slot].store(at, Ordering::Relaxed);
-            let keep = match &self.keep {
-                KeepPolicy::None => false,
-                KeepPolicy::All => true,
-                KeepPolicy::Selected(flags) => flags[slot],
-            };
-            if keep {
+            if let Some(tokens) = &self.tokens {
+                tokens.record_completion(slot, response.n_tokens);
+            }
+            if self.keeps(slot) {
                 // Only the claiming thread gets here, so the cell is empty.
                 let _ = self.kept[slot].set(response.data.into());
             }
@@ -236,8 +272,8 @@ impl SampleTable {
 
     /// Completion time of a sample (ns since origin), if it completed.
     pub fn completed_at(&self, slot: usize) -> Option<u64> {
-        let done = self.done_bits[slot / 64].load(Ordering::Acquire) & (1 << (slot % 64)) != 0;
-        done.then(|| self.completed_at[slot].load(Ordering::Relaxed))
+        self.is_done(slot)
+            .then(|| self.completed_at[slot].load(Ordering::Relaxed))
     }
 
     /// Time every sample of query `q` was done (ns since origin).
@@ -347,6 +383,31 @@ impl Completer {
         table.wake_issuer();
     }
 
+    /// Records the first token of each of these samples (the official
+    /// `FirstTokenComplete`), all with one timestamp: their time to first
+    /// token ends now. Lock-free like [`Completer::complete`]; for a model
+    /// without token latencies it records nothing.
+    pub fn first_token(&self, responses: &[QuerySampleResponse<'_>]) {
+        let table = &*self.table;
+        let Some(tokens) = &table.tokens else { return };
+        let at = table.now_ns();
+        for r in responses {
+            match table.slot_of(r.id) {
+                Some(slot) => tokens.record_first_token(
+                    slot,
+                    at,
+                    r.data,
+                    table.keeps(slot),
+                    table.is_done(slot),
+                ),
+                None => tokens.error(format!(
+                    "Received first token for unknown response id {}.",
+                    r.id
+                )),
+            }
+        }
+    }
+
     /// Ends the run with an error: the SUT cannot complete what it was given
     /// (for example every node of a network SUT is gone).
     pub fn abort(&self, reason: impl Into<String>) {
@@ -395,7 +456,7 @@ mod tests {
     }
 
     fn response(id: u64) -> QuerySampleResponse<'static> {
-        QuerySampleResponse { id, data: b"ok" }
+        QuerySampleResponse::new(id, b"ok")
     }
 
     #[test]
