@@ -224,29 +224,114 @@ fn synthetic_cost_flags_need_the_synthetic_sut() {
     assert!(stdout.contains("Samples per second"), "{stdout}");
 }
 
+/// A token model under `--sut null`: without --null-output-tokens the run
+/// is refused by name; with it, first tokens and counts are measured.
 #[test]
-fn token_latency_models_are_refused_not_misreported() {
+fn token_models_run_with_first_tokens_and_counts() {
     let tmp = temp_dir("tokens");
     let dir = tmp.path();
+    let out_dir = dir.to_str().unwrap();
+    let conf = dir.join("user.conf");
+    std::fs::write(
+        &conf,
+        "*.Server.min_duration = 300\n*.Server.target_qps = 2000\n*.Server.min_query_count = 600\n",
+    )
+    .unwrap();
+    let base = [
+        "run",
+        "--sut",
+        "null",
+        "--benchmark",
+        "llama2-70b",
+        "--total-sample-count",
+        "64",
+        "--performance-sample-count",
+        "64",
+        "--user-conf",
+        conf.to_str().unwrap(),
+        "--output",
+        out_dir,
+        "--progress",
+        "never",
+    ];
+    let out = loadgen(&[&base[..], &["--scenario", "Server"]].concat());
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("llama2-70b measures token latencies")
+            && stderr.contains("--null-output-tokens"),
+        "{stderr}"
+    );
+
+    // Interactive: Server with llama2-70b-interactive's bounds.
+    let out = loadgen(
+        &[
+            &base[..],
+            &["--scenario", "Interactive", "--null-output-tokens", "8"],
+        ]
+        .concat(),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("Result is : VALID"), "{stdout}");
+    assert!(stdout.contains("ttft_latency (ns): 450000000"), "{stdout}");
+    assert!(stdout.contains("TTFT Early Stopping Result:"), "{stdout}");
+    let detail = std::fs::read_to_string(dir.join("mlperf_log_detail.txt")).unwrap();
+    for key in [
+        "result_first_token_99.00_percentile_latency_ns",
+        "result_time_per_output_token_99.00_percentile_ns",
+        "early_stopping_ttft_result",
+        "result_completed_tokens_per_second",
+    ] {
+        assert!(detail.contains(&format!("\"key\": \"{key}\"")), "{key}");
+    }
+
+    // One token per answer: the official runtime error for every sample,
+    // and a failing exit status.
+    let out = loadgen(
+        &[
+            &base[..],
+            &["--scenario", "Server", "--null-output-tokens", "1"],
+        ]
+        .concat(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let detail = std::fs::read_to_string(dir.join("mlperf_log_detail.txt")).unwrap();
+    let errors = detail
+        .lines()
+        .filter(|l| l.contains("Number of tokens need to be greater than 1"))
+        .count();
+    let issued = detail
+        .lines()
+        .find(|l| l.contains("\"key\": \"result_query_count\""))
+        .expect("result_query_count");
+    assert!(errors >= 100, "{errors} errors; {issued}");
+    assert!(
+        issued.contains(&format!("\"value\": {errors},")),
+        "{errors} errors; {issued}"
+    );
+}
+
+/// `--scenario Interactive` needs a benchmark with an interactive variant.
+#[test]
+fn interactive_needs_an_llm() {
     let out = loadgen(&[
         "run",
         "--sut",
         "null",
         "--scenario",
-        "Offline",
-        "--model",
-        "llama2-70b",
-        "--total-sample-count",
-        "10",
-        "--performance-sample-count",
-        "10",
-        "--output",
-        dir.to_str().unwrap(),
+        "Interactive",
+        "--benchmark",
+        "bert",
     ]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("not supported by the netdiv engine: use_token_latencies"),
+        stderr.contains("benchmark bert has no interactive variant"),
         "{stderr}"
     );
 }

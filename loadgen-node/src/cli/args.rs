@@ -97,10 +97,12 @@ pub struct RunArgs {
     /// An in-process SUT instead of sut-nodes.
     #[arg(long, value_enum, conflicts_with = "sut_node")]
     pub sut: Option<SutKind>,
-    /// SingleStream, MultiStream, Server or Offline [the embedded default
-    /// runs Offline then Server when this is not given].
+    /// SingleStream, MultiStream, Server or Offline, or Interactive (an
+    /// LLM's interactive scenario: Server with the `<model>-interactive`
+    /// settings of mlperf.conf) [the embedded default runs Offline then
+    /// Server when this is not given].
     #[arg(long, value_parser = parse_scenario)]
-    pub scenario: Option<Scenario>,
+    pub scenario: Option<ScenarioArg>,
     /// PerformanceOnly, AccuracyOnly, SubmissionRun or FindPeakPerformance
     /// [default: the config's `mode` key, else PerformanceOnly].
     #[arg(long, value_parser = parse_mode)]
@@ -272,8 +274,29 @@ impl SyntheticArgs {
     }
 }
 
-fn parse_scenario(s: &str) -> Result<Scenario, String> {
-    s.parse()
+/// `--scenario`: a LoadGen scenario, and whether it was asked for as
+/// Interactive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScenarioArg {
+    /// The scenario the LoadGen runs (Server for Interactive).
+    pub scenario: Scenario,
+    /// Interactive: the benchmark's `-interactive` settings apply.
+    pub interactive: bool,
+}
+
+fn parse_scenario(s: &str) -> Result<ScenarioArg, String> {
+    if s.eq_ignore_ascii_case("Interactive") {
+        return Ok(ScenarioArg {
+            scenario: Scenario::Server,
+            interactive: true,
+        });
+    }
+    s.parse::<Scenario>()
+        .map(|scenario| ScenarioArg {
+            scenario,
+            interactive: false,
+        })
+        .map_err(|e| e.replace("or Offline)", "Offline or Interactive)"))
 }
 
 fn parse_mode(s: &str) -> Result<TestMode, String> {

@@ -203,8 +203,9 @@ pub fn run_default(args: &RunArgs) -> Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    super::setup::check_interactive(args)?;
     let scenarios = match args.scenario {
-        Some(s) => vec![s],
+        Some(s) => vec![s.scenario],
         None => vec![Scenario::Offline, Scenario::Server],
     };
     for scenario in scenarios {

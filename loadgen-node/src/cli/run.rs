@@ -28,7 +28,9 @@ pub fn command(args: &RunArgs) -> Result<()> {
     }
     let scenario = args
         .scenario
-        .context("--scenario is required with --sut or --sut-node")?;
+        .context("--scenario is required with --sut or --sut-node")?
+        .scenario;
+    setup::check_interactive(args)?;
     if args.sut.is_some() && args.loadgen == Engine::Official {
         bail!("--loadgen official drives network SUTs (--sut-node or the embedded default), not --sut null, synthetic or local");
     }

@@ -21,12 +21,45 @@ use super::args::{NetworkArgs, RunArgs, SutKind};
 /// The benchmark named by `--benchmark`, or the default for this SUT: the
 /// 4-byte `null` samples for the in-process SUTs that measure the harness,
 /// ResNet-50 (a sut-node's default) otherwise.
+/// With `--scenario Interactive`, the benchmark's interactive variant.
 pub fn benchmark(args: &RunArgs) -> Benchmark {
+    let benchmark = named_benchmark(args);
+    match args.scenario {
+        Some(s) if s.interactive => interactive_variant(&benchmark).unwrap_or(benchmark),
+        _ => benchmark,
+    }
+}
+
+/// The benchmark `--benchmark` names, or the SUT's default.
+fn named_benchmark(args: &RunArgs) -> Benchmark {
     match (args.data.benchmark, args.sut) {
         (Some(b), _) => b,
         (None, Some(SutKind::Null | SutKind::Synthetic)) => parse_known("null"),
         (None, _) => parse_known("resnet50"),
     }
+}
+
+/// `llama2-70b` → `llama2-70b-interactive` (keeping an accuracy target).
+fn interactive_variant(b: &Benchmark) -> Result<Benchmark, netdiv_proto::benchmark::BenchmarkError> {
+    if b.is_interactive() {
+        return Ok(*b);
+    }
+    let name = match b.accuracy_target() {
+        Some(target) => format!("{}-interactive-{target}", b.name()),
+        None => format!("{}-interactive", b.name()),
+    };
+    Benchmark::parse(&name)
+}
+
+/// `--scenario Interactive` needs a benchmark the rules run interactively.
+pub fn check_interactive(args: &RunArgs) -> Result<()> {
+    if !args.scenario.is_some_and(|s| s.interactive) || args.model.is_some() {
+        return Ok(());
+    }
+    let plain = named_benchmark(args);
+    interactive_variant(&plain)
+        .map(|_| ())
+        .with_context(|| format!("--scenario Interactive with --benchmark {plain}"))
 }
 
 /// A name of the benchmark table.
