@@ -112,19 +112,47 @@ pub fn accept_sample(
 
 /// Builds a wire completion, encoding the output with `codec`.
 pub fn completion(response_id: u64, output: &[u8], codec: Codec) -> pb::Completion {
+    token_completion(response_id, output, codec, 0)
+}
+
+/// The completion of a token model's sample: its whole output, encoded
+/// with `codec`, and the number of tokens it holds (`n_tokens`, handed to
+/// the LoadGen for the time per output token). It follows the sample's
+/// [`first_token_message`] on the same stream.
+pub fn token_completion(
+    response_id: u64,
+    output: &[u8],
+    codec: Codec,
+    n_tokens: i64,
+) -> pb::Completion {
     pb::Completion {
         response_id,
         data: codec::encode(codec, output).into(),
         codec: codec.to_proto() as i32,
         decoded_size: output.len() as u64,
-        error: String::new(),
-        retryable: false,
+        n_tokens,
+        ..Default::default()
+    }
+}
+
+/// A sample's first token (token models), sent the moment it exists and
+/// before the sample's completion, on the same stream: `first_token` set,
+/// `data` the token's bytes, `n_tokens` 0. Never compressed: a token is a
+/// few bytes, and the rules allow no compression for LLMs.
+pub fn first_token_message(response_id: u64, token: &[u8]) -> pb::Completion {
+    pb::Completion {
+        response_id,
+        data: Bytes::copy_from_slice(token),
+        decoded_size: token.len() as u64,
+        first_token: true,
+        ..Default::default()
     }
 }
 
 /// The decoded output of a completion without an error, at most `limit`
-/// bytes, in a codec `benchmark` allows for outputs. Decoding is timed
-/// work of whoever receives it (the QDL).
+/// bytes, in a codec `benchmark` allows for outputs: a sample's output, or
+/// for a first-token message (`first_token` set) the token's bytes.
+/// Decoding is timed work of whoever receives it (the QDL).
 pub fn completion_output(
     c: pb::Completion,
     benchmark: &Benchmark,
@@ -207,6 +235,61 @@ mod tests {
             completion_output(unknown, &unet, 1000),
             Err(InvalidCompletion::UnknownCodec(9))
         ));
+    }
+
+    #[test]
+    fn token_messages_carry_their_kind_and_count() {
+        let llama = benchmark("llama2-70b-interactive");
+        let first = first_token_message(4, &[1, 0, 0, 0]);
+        assert!(first.first_token);
+        assert_eq!((first.n_tokens, first.decoded_size), (0, 4));
+        assert_eq!((first.codec, first.error.as_str()), (0, ""));
+        assert_eq!(
+            &completion_output(first, &llama, 100).unwrap()[..],
+            &[1, 0, 0, 0]
+        );
+        let tokens: Vec<u8> = (0..12).collect();
+        let done = token_completion(4, &tokens, Codec::None, 3);
+        assert!(!done.first_token);
+        assert_eq!((done.n_tokens, done.decoded_size), (3, 12));
+        assert_eq!(
+            &completion_output(done, &llama, 100).unwrap()[..],
+            &tokens[..]
+        );
+        // The rules allow LLMs no compressed outputs, token counts or not.
+        assert!(matches!(
+            completion_output(token_completion(4, &tokens, Codec::Lz4, 3), &llama, 100),
+            Err(InvalidCompletion::CodecNotAllowed(_))
+        ));
+        // A model without token latencies: n_tokens stays 0.
+        let plain = completion(5, b"out", Codec::None);
+        assert_eq!((plain.n_tokens, plain.first_token), (0, false));
+    }
+
+    /// The bytes `docs/session-layer.md` shows for example C.
+    #[test]
+    fn token_message_bytes_match_the_docs() {
+        use prost::Message;
+        let id = 0x55d0_c8a4_1e40;
+        let hex = |c: pb::Completion| {
+            c.encode_to_vec()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let tokens = [1234i32, 87, 31999]
+            .iter()
+            .flat_map(|t| t.to_le_bytes())
+            .collect::<Vec<u8>>();
+        assert_eq!(
+            hex(first_token_message(id, &tokens[..4])),
+            "08 c0 bc 90 c5 8c ba 15 12 04 d2 04 00 00 20 04 40 01"
+        );
+        assert_eq!(
+            hex(token_completion(id, &tokens, Codec::None, 3)),
+            "08 c0 bc 90 c5 8c ba 15 12 0c d2 04 00 00 57 00 00 00 ff 7c 00 00 20 0c 38 03"
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ use netdiv_proto::transport::DEFAULT_MAX_SAMPLE_BYTES;
 use netdiv_proto::{Benchmark, Direction};
 use serde::{Deserialize, Serialize};
 
+use crate::backend::llm::LlmConfig;
 use crate::backend::onnx::{OnnxConfig, Provider};
 use crate::backend::synthetic::SyntheticConfig;
 use crate::backend::{BackendConfig, BackendKind};
@@ -27,6 +28,9 @@ pub enum Transport {
     Both,
 }
 
+/// Where `--help` lists the flags of the LLM cost model.
+const LLM_FLAGS: &str = "LLM cost model (benchmarks with token latencies)";
+
 /// netdiv sut-node: serves inference queries from the LoadGen node.
 #[derive(Debug, Parser)]
 #[command(name = "sut-node", version, about)]
@@ -39,7 +43,10 @@ pub struct Cli {
     #[arg(long)]
     pub name: String,
     /// What runs the model [default: the config file's `backend`, else
-    /// synthetic].
+    /// synthetic]. For a benchmark that measures token latencies (the
+    /// LLMs, Whisper) synthetic is the LLM cost model (`[llm]`, the --llm-*
+    /// flags), which sends each sample's first token, then its completion
+    /// with the token count; onnx cannot serve those benchmarks.
     #[arg(long, value_enum)]
     pub backend: Option<BackendKind>,
     /// ONNX model file (implies --backend onnx).
@@ -58,8 +65,8 @@ pub struct Cli {
     /// Which transports to serve [default: the config file's, else both].
     #[arg(long, value_enum)]
     pub transport: Option<Transport>,
-    /// TOML file with backend, [synthetic], [onnx], [batching] and other
-    /// settings.
+    /// TOML file with backend, [synthetic], [llm], [onnx], [batching] and
+    /// other settings.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Benchmark whose codec rules apply (resnet50, bert-99, gptj, ...)
@@ -75,6 +82,35 @@ pub struct Cli {
     /// Longest a batch's first sample waits for more, in microseconds.
     #[arg(long)]
     pub max_batch_wait_us: Option<u64>,
+    /// LLM cost model: prefill time per prompt token, in microseconds
+    /// [default: 20].
+    #[arg(long, value_name = "US", help_heading = LLM_FLAGS)]
+    pub llm_prefill_us_per_token: Option<f64>,
+    /// LLM cost model: one decode step, in microseconds; every running
+    /// sequence gains a token per step, so this is the time per output
+    /// token [default: 2000].
+    #[arg(long, value_name = "US", help_heading = LLM_FLAGS)]
+    pub llm_decode_us_per_token: Option<f64>,
+    /// LLM cost model: sequences a device runs at once (continuous
+    /// batching); more wait in a queue [default: 64].
+    #[arg(long, value_name = "N", help_heading = LLM_FLAGS)]
+    pub llm_max_sequences: Option<usize>,
+    /// LLM answers: every answer this many tokens (at least 2) [default:
+    /// lengths drawn from each input's bytes, as the benchmark's data set].
+    #[arg(long, value_name = "N", help_heading = LLM_FLAGS,
+          conflicts_with_all = ["llm_output_tokens_mean", "llm_output_tokens_min", "llm_output_tokens_max"])]
+    pub llm_output_tokens: Option<u32>,
+    /// LLM answers: mean length in tokens [default: the benchmark's; with
+    /// only --llm-output-tokens-min/max, halfway: uniform].
+    #[arg(long, value_name = "N", help_heading = LLM_FLAGS)]
+    pub llm_output_tokens_mean: Option<u32>,
+    /// LLM answers: shortest, in tokens (at least 2) [default: the
+    /// benchmark's].
+    #[arg(long, value_name = "N", help_heading = LLM_FLAGS)]
+    pub llm_output_tokens_min: Option<u32>,
+    /// LLM answers: longest, in tokens [default: the benchmark's].
+    #[arg(long, value_name = "N", help_heading = LLM_FLAGS)]
+    pub llm_output_tokens_max: Option<u32>,
     /// TLS certificate chain (PEM); with --tls-key enables TLS on gRPC.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -109,6 +145,8 @@ pub struct FileConfig {
     pub backend: Option<BackendKind>,
     /// The synthetic backend's cost model.
     pub synthetic: SyntheticConfig,
+    /// The LLM cost model, for benchmarks with token latencies.
+    pub llm: LlmConfig,
     /// The ONNX backend's model and hooks.
     pub onnx: OnnxConfig,
     /// SUT-side batching.
@@ -147,6 +185,7 @@ impl FileConfig {
         BackendConfig {
             kind: self.backend.unwrap_or_default(),
             synthetic: self.synthetic.clone(),
+            llm: self.llm.clone(),
             onnx: self.onnx.clone(),
         }
     }
@@ -212,6 +251,8 @@ impl NodeConfig {
         if let Some(provider) = cli.execution_provider {
             backend.onnx.execution_provider = provider;
         }
+        apply_llm_flags(&cli, &mut backend.llm);
+        backend.check(&benchmark)?;
         let mut batching = file.batching;
         if let Some(n) = cli.max_batch_size {
             batching.max_batch_size = n;
@@ -234,6 +275,46 @@ impl NodeConfig {
             batching,
             cli,
         })
+    }
+}
+
+/// The `--llm-*` flags over the file's `[llm]`. A fixed answer length
+/// on the command line replaces the file's range, and a range its fixed
+/// length.
+fn apply_llm_flags(cli: &Cli, llm: &mut LlmConfig) {
+    let ranged = [
+        cli.llm_output_tokens_mean,
+        cli.llm_output_tokens_min,
+        cli.llm_output_tokens_max,
+    ];
+    if cli.llm_output_tokens.is_some() {
+        (
+            llm.output_tokens_mean,
+            llm.output_tokens_min,
+            llm.output_tokens_max,
+        ) = (None, None, None);
+        llm.output_tokens = cli.llm_output_tokens;
+    } else if ranged.iter().any(Option::is_some) {
+        llm.output_tokens = None;
+        let fields = [
+            &mut llm.output_tokens_mean,
+            &mut llm.output_tokens_min,
+            &mut llm.output_tokens_max,
+        ];
+        for (field, flag) in fields.into_iter().zip(ranged) {
+            if flag.is_some() {
+                *field = flag;
+            }
+        }
+    }
+    if let Some(us) = cli.llm_prefill_us_per_token {
+        llm.prefill_us_per_token = us;
+    }
+    if let Some(us) = cli.llm_decode_us_per_token {
+        llm.decode_us_per_token = us;
+    }
+    if let Some(n) = cli.llm_max_sequences {
+        llm.max_sequences = n;
     }
 }
 
@@ -368,5 +449,103 @@ mod tests {
             config_error("benchmark = \"bert-98\"\n"),
             "config file key benchmark: benchmark bert has no accuracy target 98 (its targets: 99, 99.9)"
         );
+    }
+
+    fn node(args: &[&str]) -> Result<NodeConfig> {
+        let mut argv = vec!["sut-node", "--name", "a"];
+        argv.extend_from_slice(args);
+        NodeConfig::from_cli(Cli::try_parse_from(argv)?)
+    }
+
+    #[test]
+    fn token_benchmarks_run_the_llm_cost_model() {
+        let c = node(&["--benchmark", "llama2-70b"]).unwrap();
+        assert_eq!(c.backend.kind, BackendKind::Synthetic);
+        assert!(c.backend.streams_tokens(&c.benchmark));
+        assert_eq!(c.backend.llm, LlmConfig::default());
+        let c = node(&[
+            "--benchmark",
+            "llama3.1-405b-interactive",
+            "--llm-prefill-us-per-token",
+            "0.5",
+            "--llm-decode-us-per-token",
+            "0",
+            "--llm-max-sequences",
+            "8",
+            "--llm-output-tokens",
+            "16",
+        ])
+        .unwrap();
+        let llm = &c.backend.llm;
+        assert_eq!(
+            (
+                llm.prefill_us_per_token,
+                llm.decode_us_per_token,
+                llm.max_sequences
+            ),
+            (0.5, 0.0, 8)
+        );
+        assert_eq!(llm.output_tokens, Some(16));
+        assert!(!c
+            .backend
+            .streams_tokens(&Benchmark::parse("resnet50").unwrap()));
+    }
+
+    #[test]
+    fn backends_that_cannot_serve_the_benchmark_are_refused_at_startup() {
+        let e = format!(
+            "{:#}",
+            node(&["--benchmark", "gpt-oss-120b", "--backend", "onnx"]).unwrap_err()
+        );
+        assert!(
+            e.starts_with("benchmark gpt-oss-120b measures token latencies")
+                && e.contains("backend onnx answers whole samples only"),
+            "{e}"
+        );
+        let e = format!(
+            "{:#}",
+            node(&["--benchmark", "resnet50", "--backend", "synthetic-llm"]).unwrap_err()
+        );
+        assert!(
+            e.starts_with("backend synthetic-llm streams tokens, but benchmark resnet50"),
+            "{e}"
+        );
+        let e = format!(
+            "{:#}",
+            node(&["--benchmark", "llama2-70b", "--llm-output-tokens", "1"]).unwrap_err()
+        );
+        assert!(e.contains("at least 2 are needed"), "{e}");
+        assert!(node(&["--llm-output-tokens", "5", "--llm-output-tokens-max", "9"]).is_err());
+    }
+
+    #[test]
+    fn llm_section_and_flags_combine() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        std::fs::write(
+            &path,
+            "benchmark = \"deepseek-r1\"\n[llm]\ndecode_us_per_token = 500\n\
+             max_sequences = 128\ndevices = 2\noutput_tokens = 300\ntoken_ids = \"int64\"\n",
+        )
+        .unwrap();
+        let file = path.to_str().unwrap();
+        let c = node(&["--config", file]).unwrap();
+        let llm = &c.backend.llm;
+        assert_eq!(
+            (llm.decode_us_per_token, llm.max_sequences, llm.devices),
+            (500.0, 128, 2)
+        );
+        assert_eq!(llm.output_tokens, Some(300));
+        assert_eq!(llm.token_ids, Some(crate::backend::llm::TokenIds::Int64));
+        // A range on the command line replaces the file's fixed length.
+        let c = node(&["--config", file, "--llm-output-tokens-max", "1000"]).unwrap();
+        let llm = &c.backend.llm;
+        assert_eq!(
+            (llm.output_tokens, llm.output_tokens_max),
+            (None, Some(1000))
+        );
+        std::fs::write(&path, "[llm]\nprefill_us = 5\n").unwrap();
+        let e = format!("{:#}", FileConfig::load(&path).unwrap_err());
+        assert!(e.contains("prefill_us"), "{e}");
     }
 }

@@ -89,7 +89,7 @@ async fn run(cli: Cli) -> Result<()> {
     let mut stop = StopSignals::install()?;
     let config = NodeConfig::from_cli(cli)?;
     let tls = tls_files(&config.cli)?;
-    let node = Node::start(
+    let node = Node::from_config(
         NodeSettings {
             name: config.cli.name.clone(),
             benchmark: config.benchmark,
@@ -97,8 +97,8 @@ async fn run(cli: Cli) -> Result<()> {
             max_sample_bytes: config.max_sample_bytes,
             batching: config.batching,
         },
-        config.backend.build()?,
-    );
+        &config.backend,
+    )?;
     let servers = start_servers(&config, tls.as_ref(), &node).await?;
     report_ready(&config, tls.as_ref(), &node, &servers)?;
     stop.recv().await;

@@ -1,7 +1,9 @@
 //! The node's core, shared by both transports: accept a query's samples
 //! (decoding is timed SUT work), queue them for the device threads, and
 //! send exactly one completion per sample back to the connection it came
-//! from. Nothing is kept once a sample is answered.
+//! from. For a benchmark with token latencies the device threads run the
+//! LLM backend, and each sample's first token goes to the same connection
+//! first. Nothing is kept once a sample is answered.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -9,14 +11,20 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use netdiv_proto::codec::Codec;
-use netdiv_proto::sample::{accept_sample, completion, declined_completion, failed_completion};
+use netdiv_proto::sample::{
+    accept_sample, completion, declined_completion, failed_completion, first_token_message,
+    token_completion,
+};
 use netdiv_proto::{pb, Benchmark, Direction};
 use tokio::sync::{mpsc::UnboundedSender, watch};
 
-use crate::backend::Backend;
+use crate::backend::llm::driver::{run_device, SequenceSource, TokenEvent};
+use crate::backend::llm::LlmBackend;
+use crate::backend::{Backend, BackendConfig, BackendError, NodeBackend};
 use crate::batcher::BatchPolicy;
 
-/// Where a sample's completion goes: the stream it arrived on.
+/// Where a sample's completion goes: the stream it arrived on. For token
+/// models its first token goes there too, before the completion.
 pub type ReplyTo = UnboundedSender<pb::Completion>;
 
 /// What the node is configured to do, independent of transports.
@@ -43,9 +51,11 @@ struct WorkItem {
 /// A running node: device threads behind a shared queue.
 pub struct Node {
     settings: NodeSettings,
-    backend: Arc<dyn Backend>,
+    backend: NodeBackend,
     queue: Mutex<Option<mpsc::Sender<WorkItem>>>,
     accepting: AtomicBool,
+    /// Set by `stop_devices`: token sequences still running are dropped.
+    stopped: AtomicBool,
     in_flight: AtomicU64,
     idle: watch::Sender<u64>,
     batches_run: AtomicU64,
@@ -55,14 +65,48 @@ pub struct Node {
 }
 
 impl Node {
-    /// Starts the device threads.
+    /// Starts the device threads of a batch backend. The backend is not
+    /// checked against the benchmark: [`Node::launch`] does that.
     pub fn start(settings: NodeSettings, backend: Arc<dyn Backend>) -> Arc<Node> {
+        Node::start_unchecked(settings, NodeBackend::Batch(backend))
+    }
+
+    /// Starts the device threads of the synthetic LLM backend: each sample
+    /// gets a first-token message, then its completion with `n_tokens`.
+    /// Not checked against the benchmark: [`Node::launch`] does that.
+    pub fn start_tokens(settings: NodeSettings, backend: Arc<LlmBackend>) -> Arc<Node> {
+        Node::start_unchecked(settings, NodeBackend::Tokens(backend))
+    }
+
+    /// Starts a node whose backend answers the way its benchmark is
+    /// measured: streamed tokens exactly when it has token latencies, and
+    /// an LLM backend built for that very benchmark.
+    pub fn launch(settings: NodeSettings, backend: NodeBackend) -> Result<Arc<Node>, BackendError> {
+        backend.check_benchmark(&settings.benchmark)?;
+        Ok(Node::start_unchecked(settings, backend))
+    }
+
+    /// Starts the backend `config` describes for the node's benchmark
+    /// ([`BackendConfig::build_for`]: `synthetic` runs the LLM cost model
+    /// for a benchmark with token latencies), then the node. What the
+    /// daemon and in-process nodes call.
+    pub fn from_config(
+        settings: NodeSettings,
+        config: &BackendConfig,
+    ) -> Result<Arc<Node>, BackendError> {
+        let backend = config.build_for(&settings.benchmark)?;
+        Node::launch(settings, backend)
+    }
+
+    fn start_unchecked(settings: NodeSettings, backend: NodeBackend) -> Arc<Node> {
         let (tx, rx) = mpsc::channel::<WorkItem>();
+        let devices = backend.devices();
         let node = Arc::new(Node {
             settings,
-            backend: backend.clone(),
+            backend,
             queue: Mutex::new(Some(tx)),
             accepting: AtomicBool::new(true),
+            stopped: AtomicBool::new(false),
             in_flight: AtomicU64::new(0),
             idle: watch::channel(0).0,
             batches_run: AtomicU64::new(0),
@@ -71,13 +115,16 @@ impl Node {
             devices: Mutex::new(Vec::new()),
         });
         let rx = Arc::new(Mutex::new(rx));
-        let handles = (0..backend.devices())
+        let handles = (0..devices)
             .map(|device| {
                 let node = node.clone();
                 let rx = rx.clone();
                 std::thread::Builder::new()
                     .name(format!("device-{device}"))
-                    .spawn(move || node.device_loop(device, &rx))
+                    .spawn(move || match node.backend.clone() {
+                        NodeBackend::Batch(backend) => node.device_loop(&*backend, device, &rx),
+                        NodeBackend::Tokens(llm) => node.token_device_loop(&llm, &rx),
+                    })
                     .expect("spawn device thread")
             })
             .collect();
@@ -90,7 +137,12 @@ impl Node {
         &self.settings
     }
 
-    fn device_loop(&self, device: usize, rx: &Mutex<mpsc::Receiver<WorkItem>>) {
+    fn device_loop(
+        &self,
+        backend: &dyn Backend,
+        device: usize,
+        rx: &Mutex<mpsc::Receiver<WorkItem>>,
+    ) {
         loop {
             let batch = {
                 let Ok(mut rx) = rx.lock() else { return };
@@ -100,12 +152,8 @@ impl Node {
                 }
             };
             let inputs: Vec<&[u8]> = batch.iter().map(|w| &w.data[..]).collect();
-            let outputs = self.backend.run(device, &inputs);
-            self.batches_run.fetch_add(1, Ordering::Relaxed);
-            self.samples_run
-                .fetch_add(batch.len() as u64, Ordering::Relaxed);
-            self.largest_batch
-                .fetch_max(batch.len() as u32, Ordering::Relaxed);
+            let outputs = backend.run(device, &inputs);
+            self.count_batch(batch.len());
             let mut outputs = outputs.into_iter();
             for item in batch {
                 let reply = match outputs.next() {
@@ -120,6 +168,64 @@ impl Node {
                 self.finish_one();
             }
         }
+    }
+
+    /// A device of the LLM backend: steps of continuous batching, each
+    /// sample's first token sent as its prefill ends, its completion as
+    /// its last token exists. A sample is in flight until its completion.
+    fn token_device_loop(&self, llm: &LlmBackend, rx: &Mutex<mpsc::Receiver<WorkItem>>) {
+        let mut source = SharedQueue {
+            queue: rx,
+            stopped: &self.stopped,
+        };
+        run_device(
+            llm,
+            &mut source,
+            |w: &WorkItem| &w.data[..],
+            |event| match event {
+                TokenEvent::FirstToken { item, token } => {
+                    let _ = item
+                        .reply
+                        .send(first_token_message(item.response_id, token));
+                }
+                TokenEvent::Done {
+                    item,
+                    tokens,
+                    n_tokens,
+                } => {
+                    let reply = token_completion(
+                        item.response_id,
+                        &tokens,
+                        self.settings.response_codec,
+                        n_tokens as i64,
+                    );
+                    let _ = item.reply.send(reply);
+                    self.samples_run.fetch_add(1, Ordering::Relaxed);
+                    self.finish_one();
+                }
+                TokenEvent::Failed { item, error } => {
+                    let message = format!("sample {}: {error}", item.response_id);
+                    eprintln!("sut-node {}: {message}", self.settings.name);
+                    let _ = item
+                        .reply
+                        .send(failed_completion(item.response_id, message));
+                    self.finish_one();
+                }
+                TokenEvent::Step { sequences } => {
+                    self.batches_run.fetch_add(1, Ordering::Relaxed);
+                    self.largest_batch
+                        .fetch_max(sequences as u32, Ordering::Relaxed);
+                }
+            },
+        );
+    }
+
+    fn count_batch(&self, samples: usize) {
+        self.batches_run.fetch_add(1, Ordering::Relaxed);
+        self.samples_run
+            .fetch_add(samples as u64, Ordering::Relaxed);
+        self.largest_batch
+            .fetch_max(samples as u32, Ordering::Relaxed);
     }
 
     fn finish_one(&self) {
@@ -188,17 +294,27 @@ impl Node {
         }
     }
 
-    /// Ends the device threads once drained.
+    /// Ends the device threads once drained. A batch device first runs
+    /// what is still queued; a token device drops the sequences it still
+    /// runs at once (the drain timed out, and their clients are gone: a
+    /// long answer could otherwise hold the stop for minutes).
     pub fn stop_devices(&self) {
+        self.stopped.store(true, Ordering::Release);
         self.queue.lock().expect("queue").take();
         for handle in self.devices.lock().expect("devices").drain(..) {
             let _ = handle.join();
         }
     }
 
-    /// The node as `Info` reports it.
+    /// The node as `Info` reports it. For the LLM backend a "batch" is a
+    /// step, and its size the sequences in it: `max_batch_size` is then
+    /// `max_sequences`, `samples_run` the samples completed.
     pub fn info(&self, nics: Vec<pb::Nic>) -> pb::NodeInfo {
         let s = &self.settings;
+        let (max_batch_size, max_batch_wait_us) = match &self.backend {
+            NodeBackend::Batch(_) => (s.batching.max_batch_size, s.batching.max_wait_us),
+            NodeBackend::Tokens(llm) => (llm.config().max_sequences, 0),
+        };
         pb::NodeInfo {
             name: s.name.clone(),
             software_version: env!("CARGO_PKG_VERSION").into(),
@@ -218,14 +334,36 @@ impl Node {
             os: std::fs::read_to_string("/proc/sys/kernel/osrelease")
                 .map(|r| format!("Linux {}", r.trim()))
                 .unwrap_or_else(|_| std::env::consts::OS.into()),
-            max_batch_size: s.batching.max_batch_size as u32,
-            max_batch_wait_us: s.batching.max_wait_us,
+            max_batch_size: max_batch_size as u32,
+            max_batch_wait_us,
             batches_run: self.batches_run.load(Ordering::Relaxed),
             samples_run: self.samples_run.load(Ordering::Relaxed),
             largest_batch: self.largest_batch.load(Ordering::Relaxed),
             response_codec: s.response_codec.to_proto() as i32,
             benchmark: s.benchmark.to_string(),
         }
+    }
+}
+
+/// The node's queue as a device of the LLM backend sees it. A busy
+/// device only takes what it can without blocking: when another, idle,
+/// device is waiting on the queue, new samples go to that one.
+struct SharedQueue<'a> {
+    queue: &'a Mutex<mpsc::Receiver<WorkItem>>,
+    stopped: &'a AtomicBool,
+}
+
+impl SequenceSource<WorkItem> for SharedQueue<'_> {
+    fn wait(&mut self) -> Option<WorkItem> {
+        self.queue.lock().ok()?.recv().ok()
+    }
+
+    fn poll(&mut self) -> Option<WorkItem> {
+        self.queue.try_lock().ok()?.try_recv().ok()
+    }
+
+    fn abandoned(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
     }
 }
 
@@ -245,6 +383,24 @@ mod tests {
             },
             Arc::new(SyntheticBackend::new(SyntheticConfig::default())),
         )
+    }
+
+    fn settings(benchmark: &str) -> NodeSettings {
+        NodeSettings {
+            name: "t".into(),
+            benchmark: Benchmark::parse(benchmark).unwrap(),
+            response_codec: Codec::None,
+            max_sample_bytes: 1 << 20,
+            batching: BatchPolicy::default(),
+        }
+    }
+
+    fn llm_node(benchmark: &str, llm: crate::backend::llm::LlmConfig) -> Arc<Node> {
+        let config = BackendConfig {
+            llm,
+            ..BackendConfig::default()
+        };
+        Node::from_config(settings(benchmark), &config).unwrap()
     }
 
     fn sample(id: u64, data: &[u8], codec: i32) -> pb::Sample {
@@ -291,5 +447,133 @@ mod tests {
         assert!(rx.recv().await.unwrap().error.contains("shutting down"));
         node.stop_devices();
         assert!(rx.try_recv().is_err());
+    }
+
+    #[tokio::test]
+    async fn token_nodes_send_a_first_token_then_one_completion() {
+        use crate::backend::llm::{expected_tokens, LlmConfig};
+        let node = llm_node("llama2-70b-interactive", LlmConfig::zero_cost());
+        let info = node.info(Vec::new());
+        assert_eq!(
+            (info.backend.as_str(), info.max_batch_size),
+            ("synthetic-llm", 64)
+        );
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let prompts: Vec<Vec<u8>> = (1..=20u8).map(|i| vec![i; 4 * i as usize]).collect();
+        let mut samples: Vec<pb::Sample> = prompts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| sample(i as u64, p, 0))
+            .collect();
+        samples.push(sample(100, &[1, 2, 3], 0));
+        samples.push(sample(101, &[1, 2, 3, 4], 1));
+        node.submit_query(
+            pb::Query {
+                query_id: 1,
+                samples,
+            },
+            &tx,
+        );
+        let mut firsts = vec![None; prompts.len()];
+        let mut done = 0;
+        let mut errors = Vec::new();
+        while done + errors.len() < prompts.len() + 2 {
+            let c = rx.recv().await.unwrap();
+            if !c.error.is_empty() {
+                errors.push(c.error);
+                continue;
+            }
+            let i = c.response_id as usize;
+            if c.first_token {
+                assert!(firsts[i].is_none(), "two first tokens for {i}");
+                assert_eq!(c.n_tokens, 0);
+                firsts[i] = Some(c.data);
+            } else {
+                let first = firsts[i].as_ref().expect("completion before first token");
+                assert!(c.n_tokens >= 2);
+                assert_eq!(c.data, expected_tokens(&prompts[i], c.n_tokens as usize));
+                assert_eq!(first[..], c.data[..4]);
+                done += 1;
+            }
+        }
+        errors.sort();
+        assert_eq!(
+            errors,
+            [
+                "sample 100: an input of 3 bytes is not a whole number of int32 token ids",
+                "sample 101: the rules allow no lz4 inputs for llama2-70b-interactive (allowed: none)"
+            ]
+        );
+        node.drained().await;
+        let info = node.info(Vec::new());
+        assert_eq!(info.samples_run, 20);
+        assert!(info.largest_batch > 1, "{info:?}");
+        node.begin_shutdown();
+        node.stop_devices();
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[tokio::test]
+    async fn token_samples_stay_in_flight_until_their_completion() {
+        use crate::backend::llm::LlmConfig;
+        // 40 tokens of 1 ms each: the first token comes long before the end.
+        let node = llm_node(
+            "mixtral-8x7b",
+            LlmConfig {
+                prefill_us_per_token: 0.0,
+                decode_us_per_token: 1000.0,
+                output_tokens: Some(40),
+                ..LlmConfig::default()
+            },
+        );
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        node.submit_query(
+            pb::Query {
+                query_id: 1,
+                samples: vec![sample(7, &[0; 16], 0)],
+            },
+            &tx,
+        );
+        let first = rx.recv().await.unwrap();
+        assert!(first.first_token);
+        node.begin_shutdown();
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_millis(5), node.drained())
+                .await
+                .is_err(),
+            "drained before the completion"
+        );
+        node.drained().await;
+        let last = rx.try_recv().unwrap();
+        assert_eq!((last.first_token, last.n_tokens), (false, 40));
+        node.stop_devices();
+    }
+
+    #[test]
+    fn backends_that_do_not_fit_the_benchmark_are_refused() {
+        let batch = NodeBackend::Batch(Arc::new(SyntheticBackend::new(SyntheticConfig::default())));
+        let e = Node::launch(settings("deepseek-r1"), batch).err().unwrap();
+        assert!(matches!(e, BackendError::NotStreaming { .. }), "{e}");
+        let llm = crate::backend::llm::LlmBackend::new(
+            Default::default(),
+            &Benchmark::parse("llama2-70b").unwrap(),
+        )
+        .unwrap();
+        let e = Node::launch(settings("bert"), NodeBackend::Tokens(Arc::new(llm)))
+            .err()
+            .unwrap();
+        assert!(matches!(e, BackendError::NotATokenModel { .. }), "{e}");
+        let llm = crate::backend::llm::LlmBackend::new(
+            Default::default(),
+            &Benchmark::parse("llama2-70b").unwrap(),
+        )
+        .unwrap();
+        let e = Node::launch(settings("mixtral-8x7b"), NodeBackend::Tokens(Arc::new(llm)))
+            .err()
+            .unwrap();
+        assert_eq!(
+            e.to_string(),
+            "a node of benchmark mixtral-8x7b cannot run an LLM backend built for llama2-70b"
+        );
     }
 }

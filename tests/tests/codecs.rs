@@ -6,8 +6,6 @@
 //! outputs, the node's configuration (which decides what it may answer in)
 //! and the decoder the QDL runs on every response.
 
-use std::sync::Arc;
-
 use anyhow::{bail, Result};
 use clap::Parser;
 use netdiv_proto::benchmark::{Benchmark, Direction, TABLE};
@@ -15,7 +13,8 @@ use netdiv_proto::codec::{self, Codec};
 use netdiv_proto::pb;
 use netdiv_proto::sample::completion_output;
 use qdl::samples::{SampleSource, SampleStore};
-use sut_node::backend::synthetic::{SyntheticBackend, SyntheticConfig};
+use sut_node::backend::llm::LlmConfig;
+use sut_node::backend::BackendConfig;
 use sut_node::config::{Cli, NodeConfig};
 use sut_node::node::{Node, NodeSettings};
 
@@ -43,9 +42,11 @@ fn qdl_sends(benchmark: Benchmark, codec: Codec) -> bool {
     SampleStore::new(benchmark, source, codec, 1).is_ok()
 }
 
-/// Whether a running node runs a sample that arrives in `codec`.
+/// Whether a running node runs a sample that arrives in `codec`. The node
+/// runs the backend its benchmark gets by default: the synthetic LLM (at
+/// no cost) for benchmarks with token latencies, the batch model else.
 async fn node_runs(benchmark: Benchmark, codec: Codec) -> Result<bool> {
-    let node = Node::start(
+    let node = Node::from_config(
         NodeSettings {
             name: "codecs".into(),
             benchmark,
@@ -53,8 +54,11 @@ async fn node_runs(benchmark: Benchmark, codec: Codec) -> Result<bool> {
             max_sample_bytes: 1 << 20,
             batching: Default::default(),
         },
-        Arc::new(SyntheticBackend::new(SyntheticConfig::default())),
-    );
+        &BackendConfig {
+            llm: LlmConfig::zero_cost(),
+            ..BackendConfig::default()
+        },
+    )?;
     let input = vec![7u8; 4096];
     let (reply, mut replies) = tokio::sync::mpsc::unbounded_channel();
     node.submit_query(
@@ -76,6 +80,10 @@ async fn node_runs(benchmark: Benchmark, codec: Codec) -> Result<bool> {
     node.stop_devices();
     if !completion.error.is_empty() && !completion.error.contains("the rules allow no") {
         bail!("unexpected error: {}", completion.error);
+    }
+    // A token model's first message for a sample it runs is its first token.
+    if completion.error.is_empty() && completion.first_token != benchmark.uses_token_latencies() {
+        bail!("{benchmark}: first message {completion:?}");
     }
     Ok(completion.error.is_empty())
 }

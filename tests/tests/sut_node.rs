@@ -1,6 +1,7 @@
 //! The sut-node daemon as a real process on real sockets: round trips over
 //! gRPC and QUIC, batching under load, every kind of bad input (after which
-//! the node still serves a good client), mTLS and graceful shutdown.
+//! the node still serves a good client), mTLS, graceful shutdown, and a
+//! token model's first tokens ahead of its completions.
 
 use std::time::{Duration, Instant};
 
@@ -11,6 +12,7 @@ use netdiv_tests::sut_client::{
     ClientCert, NodeProcess,
 };
 use netdiv_tests::test_dir;
+use sut_node::backend::llm::expected_tokens;
 use sut_node::backend::synthetic::expected_output;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -29,6 +31,17 @@ async fn grpc_infer(
     queries: Vec<pb::Query>,
 ) -> anyhow::Result<Vec<pb::Completion>> {
     let expected: usize = queries.iter().map(|q| q.samples.len()).sum();
+    grpc_messages(node, cert, queries, expected).await
+}
+
+/// Sends queries on one Infer stream and collects `expected` messages, in
+/// the order they arrive.
+async fn grpc_messages(
+    node: &NodeProcess,
+    cert: ClientCert,
+    queries: Vec<pb::Query>,
+    expected: usize,
+) -> anyhow::Result<Vec<pb::Completion>> {
     let mut client = grpc_client(node, cert).await?;
     let (tx, rx) = mpsc::channel(queries.len().max(1));
     for q in queries {
@@ -79,12 +92,12 @@ async fn grpc_round_trip_name_info_health_and_infer() {
     let mut client = grpc_client(&node, ClientCert::None).await.unwrap();
     let name = client
         .name(pb::NameRequest {
-            protocol_version: 1,
+            protocol_version: 2,
         })
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(name.name, "grpc-a");
+    assert_eq!((name.name.as_str(), name.protocol_version), ("grpc-a", 2));
     let info = client.info(pb::InfoRequest {}).await.unwrap().into_inner();
     assert_eq!(
         (
@@ -92,7 +105,7 @@ async fn grpc_round_trip_name_info_health_and_infer() {
             info.backend.as_str(),
             info.protocol_version
         ),
-        ("grpc-a", "synthetic", 1)
+        ("grpc-a", "synthetic", 2)
     );
 
     let mut health = tonic_health::pb::health_client::HealthClient::new(
@@ -132,7 +145,7 @@ async fn quic_round_trip_and_grpc_over_tls() {
     let r = quic_request(
         &conn,
         quic_request::Kind::Name(pb::NameRequest {
-            protocol_version: 1,
+            protocol_version: 2,
         }),
     )
     .await
@@ -287,14 +300,25 @@ async fn bad_samples_get_per_sample_errors_and_the_node_keeps_serving() {
 
     // Wrong or missing protocol version.
     let mut client = grpc_client(&node, ClientCert::None).await.unwrap();
+    // A version-1 peer (before token latencies) is refused by name.
     let err = client
         .name(pb::NameRequest {
-            protocol_version: 2,
+            protocol_version: 1,
         })
         .await
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::FailedPrecondition);
-    assert!(err.message().contains("version 2"), "{}", err.message());
+    assert_eq!(
+        err.message(),
+        "client speaks netdiv protocol version 1, this node speaks 2"
+    );
+    let mut old_header = tonic::Request::new(ReceiverStream::new(mpsc::channel::<pb::Query>(1).1));
+    old_header
+        .metadata_mut()
+        .insert(netdiv_proto::VERSION_HEADER, "1".parse().unwrap());
+    let err = client.infer(old_header).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+    assert!(err.message().contains("version 1"), "{}", err.message());
     let (_tx, rx) = mpsc::channel::<pb::Query>(1);
     let err = client
         .infer(tonic::Request::new(ReceiverStream::new(rx)))
@@ -372,9 +396,22 @@ async fn malformed_quic_frames_and_corrupt_lz4_are_refused_per_stream() {
     assert!(got[0].error.contains("corrupt lz4"), "{:?}", got[0]);
     assert!(got[1].error.is_empty());
     // Another protocol's ALPN cannot connect at all.
-    assert!(quic_connect(&node, ClientCert::None, b"netdiv/2")
+    assert!(quic_connect(&node, ClientCert::None, b"netdiv/7")
         .await
         .is_err());
+    // A version-1 peer is refused: at the handshake if the ALPN moved on
+    // with the version, else by an error frame naming both versions.
+    if let Ok(old) = quic_connect(&node, ClientCert::None, b"netdiv/1").await {
+        let request = netdiv_proto::framing::encode(&pb::QuicRequest {
+            protocol_version: 1,
+            kind: Some(quic_request::Kind::Info(pb::InfoRequest {})),
+        });
+        let e = error_of(quic_raw(&old, &request).await.unwrap());
+        assert_eq!(
+            e,
+            "client speaks netdiv protocol version 1, this node speaks 2"
+        );
+    }
     // And the node still serves a fresh, good client.
     let fresh = quic_connect(&node, ClientCert::None, netdiv_proto::ALPN)
         .await
@@ -547,5 +584,208 @@ async fn malformed_grpc_message_ends_that_stream_only() {
             .unwrap(),
         &data,
         1,
+    );
+}
+
+/// Prompts of `n` int32 token ids each (as the QSL holds them, unpadded),
+/// of different lengths.
+fn prompts(n: usize, seed: u32) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| {
+            (0..20 + 37 * i as u32)
+                .flat_map(|t| ((t * 7919 + seed) % 32000).to_le_bytes())
+                .collect()
+        })
+        .collect()
+}
+
+/// Each sample got exactly one first token, then exactly one completion
+/// (in stream order), holding the tokens the synthetic LLM answers its
+/// prompt with.
+fn assert_token_stream(messages: &[pb::Completion], prompts: &[Vec<u8>], first_id: u64) {
+    assert_eq!(messages.len(), 2 * prompts.len(), "two messages per sample");
+    for (i, prompt) in prompts.iter().enumerate() {
+        let id = first_id + i as u64;
+        let mine: Vec<&pb::Completion> = messages.iter().filter(|m| m.response_id == id).collect();
+        let [first, done] = mine[..] else {
+            panic!("sample {id}: {mine:?}");
+        };
+        assert!(first.error.is_empty() && done.error.is_empty(), "{mine:?}");
+        assert!(
+            first.first_token && !done.first_token,
+            "sample {id}: out of order"
+        );
+        assert_eq!(first.n_tokens, 0);
+        assert_eq!(
+            first.data[..],
+            expected_tokens(prompt, 1)[..],
+            "sample {id}"
+        );
+        assert!(
+            done.n_tokens >= 2,
+            "sample {id}: n_tokens {}",
+            done.n_tokens
+        );
+        assert_eq!(
+            (done.codec, done.decoded_size),
+            (0, 4 * done.n_tokens as u64)
+        );
+        assert_eq!(
+            done.data[..],
+            expected_tokens(prompt, done.n_tokens as usize)[..],
+            "sample {id} got another sample's tokens"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llama2_70b_streams_first_tokens_then_completions_over_grpc_and_quic() {
+    // The default LLM cost model (2 ms per token): what `sut-node
+    // --benchmark llama2-70b` runs.
+    let certs = test_dir("sut-certs").unwrap();
+    let node =
+        NodeProcess::start("llm-a", Some(certs.path()), &["--benchmark", "llama2-70b"]).unwrap();
+    let info = grpc_client(&node, ClientCert::None)
+        .await
+        .unwrap()
+        .info(pb::InfoRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (info.backend.as_str(), info.benchmark.as_str()),
+        ("synthetic-llm", "llama2-70b")
+    );
+    assert!(
+        info.backend_detail.contains("decode_us_per_token=2000"),
+        "{info:?}"
+    );
+
+    let data = prompts(6, 1);
+    let queries = (0..3)
+        .map(|q| plain_query(q, 10 + 2 * q, &data[2 * q as usize..2 * q as usize + 2]))
+        .collect();
+    let got = grpc_messages(&node, ClientCert::None, queries, 12)
+        .await
+        .unwrap();
+    assert_token_stream(&got, &data, 10);
+
+    let conn = quic_connect(&node, ClientCert::None, netdiv_proto::ALPN)
+        .await
+        .unwrap();
+    let data = prompts(5, 2);
+    let got = quic_query(&conn, plain_query(7, 100, &data)).await.unwrap();
+    assert_token_stream(&got, &data, 100);
+    let info = grpc_client(&node, ClientCert::None)
+        .await
+        .unwrap()
+        .info(pb::InfoRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(info.samples_run, 11);
+    assert!(info.largest_batch > 1, "no continuous batching: {info:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llama2_70b_refuses_lz4_and_ragged_prompts_per_sample() {
+    let node = NodeProcess::start(
+        "llm-b",
+        None,
+        &[
+            "--transport",
+            "grpc",
+            "--benchmark",
+            "llama2-70b-99",
+            "--llm-decode-us-per-token",
+            "0",
+            "--llm-output-tokens",
+            "3",
+        ],
+    )
+    .unwrap();
+    let good = prompts(1, 3).remove(0);
+    let query = pb::Query {
+        query_id: 4,
+        samples: vec![
+            pb::Sample {
+                response_id: 1,
+                data: codec::encode(Codec::Lz4, &good).into(),
+                codec: pb::Codec::Lz4 as i32,
+                decoded_size: good.len() as u64,
+            },
+            pb::Sample {
+                response_id: 2,
+                data: vec![1, 2, 3, 4, 5].into(),
+                codec: 0,
+                decoded_size: 0,
+            },
+            pb::Sample {
+                response_id: 3,
+                data: good.clone().into(),
+                codec: 0,
+                decoded_size: 0,
+            },
+        ],
+    };
+    // Two errors, and a first token and a completion for the good one.
+    let mut got = grpc_messages(&node, ClientCert::None, vec![query], 4)
+        .await
+        .unwrap();
+    let good_messages: Vec<pb::Completion> =
+        got.iter().filter(|c| c.response_id == 3).cloned().collect();
+    assert_token_stream(&good_messages, &[good], 3);
+    assert_eq!(good_messages[1].n_tokens, 3);
+    got.retain(|c| c.response_id != 3);
+    got.sort_by_key(|c| c.response_id);
+    assert_eq!(
+        got.iter().map(|c| c.error.as_str()).collect::<Vec<_>>(),
+        [
+            "sample 1: the rules allow no lz4 inputs for llama2-70b-99 (allowed: none)",
+            "sample 2: an input of 5 bytes is not a whole number of int32 token ids",
+        ]
+    );
+    assert!(got.iter().all(|c| !c.first_token));
+}
+
+#[test]
+fn token_benchmarks_refuse_backends_that_answer_whole_samples() {
+    let err = NodeProcess::start(
+        "llm-c",
+        None,
+        &[
+            "--transport",
+            "grpc",
+            "--benchmark",
+            "deepseek-r1",
+            "--backend",
+            "onnx",
+        ],
+    )
+    .err()
+    .expect("an onnx node for deepseek-r1 started");
+    let text = format!("{err:#}");
+    assert!(
+        text.contains("benchmark deepseek-r1 measures token latencies")
+            && text.contains("backend onnx answers whole samples only"),
+        "{text}"
+    );
+    let err = NodeProcess::start(
+        "llm-d",
+        None,
+        &[
+            "--transport",
+            "grpc",
+            "--benchmark",
+            "resnet50",
+            "--backend",
+            "synthetic-llm",
+        ],
+    )
+    .err()
+    .expect("a synthetic-llm node for resnet50 started");
+    assert!(
+        format!("{err:#}").contains("backend synthetic-llm streams tokens, but benchmark resnet50"),
+        "{err:#}"
     );
 }

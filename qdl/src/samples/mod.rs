@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 
 use bytes::Bytes;
-use netdiv_proto::benchmark::{Benchmark, CodecNotAllowed, Direction};
+use netdiv_proto::benchmark::{Benchmark, CodecNotAllowed, Direction, TokenCounts};
 use netdiv_proto::codec::{encode, Codec};
 
 pub use netdiv_proto::dtype::DType;
@@ -76,6 +76,17 @@ pub enum SampleSource {
         /// Seed of the data; the same seed gives the same bytes.
         seed: u64,
     },
+    /// Deterministic token-id prompts, unpadded: each sample's length, in
+    /// tokens, is drawn from `lengths` by seed and index. What a token
+    /// model's QSL holds (the LLM benchmarks).
+    Prompts {
+        /// Prompt lengths in tokens (the benchmark's profile).
+        lengths: TokenCounts,
+        /// Element type of the token ids (int32; int64 also works).
+        dtype: DType,
+        /// Seed of the data; the same seed gives the same bytes.
+        seed: u64,
+    },
     /// One .npy file per sample, sample i = i-th file in name order.
     NpyDir {
         /// The folder.
@@ -127,13 +138,40 @@ pub enum SampleError {
 }
 
 impl SampleSource {
-    /// Synthetic samples shaped like `benchmark`'s inputs.
+    /// Synthetic samples like `benchmark`'s inputs: unpadded prompts of
+    /// varying length for a token-id LLM, else tensors of its shape.
     pub fn synthetic(benchmark: &Benchmark, seed: u64) -> SampleSource {
+        SampleSource::synthetic_with(benchmark, seed, None, None)
+    }
+
+    /// Synthetic samples for `benchmark`, with a shape or an element type
+    /// the user gave (`--sample-shape`, `--sample-dtype`). A shape makes
+    /// every sample a tensor of that one shape. A token-id LLM keeps its
+    /// unpadded prompts unless given a shape or a dtype other than int32
+    /// or int64 (token ids); then its samples have its padded shape (the
+    /// longest prompt). Other benchmarks: their shape and dtype, either
+    /// replaced.
+    pub fn synthetic_with(
+        benchmark: &Benchmark,
+        seed: u64,
+        shape: Option<Vec<usize>>,
+        dtype: Option<DType>,
+    ) -> SampleSource {
         let spec = benchmark.spec();
-        SampleSource::Synthetic {
-            shape: spec.shape.to_vec(),
-            dtype: spec.dtype,
-            seed,
+        let dtype_ids = dtype.unwrap_or(spec.dtype);
+        match (benchmark.prompt_tokens(), &shape) {
+            (Some(lengths), None) if matches!(dtype_ids, DType::I32 | DType::I64) => {
+                SampleSource::Prompts {
+                    lengths,
+                    dtype: dtype_ids,
+                    seed,
+                }
+            }
+            _ => SampleSource::Synthetic {
+                shape: shape.unwrap_or_else(|| spec.shape.to_vec()),
+                dtype: dtype.unwrap_or(spec.dtype),
+                seed,
+            },
         }
     }
 
@@ -166,7 +204,7 @@ impl SampleSource {
     /// end.
     pub fn count(&self) -> Option<usize> {
         match self {
-            SampleSource::Synthetic { .. } => None,
+            SampleSource::Synthetic { .. } | SampleSource::Prompts { .. } => None,
             SampleSource::NpyDir { files, .. } => Some(files.len()),
         }
     }
@@ -188,6 +226,11 @@ impl SampleSource {
                 }
                 Ok(synthetic::synthetic_sample(shape, *dtype, *seed, index))
             }
+            SampleSource::Prompts {
+                lengths,
+                dtype,
+                seed,
+            } => Ok(synthetic::synthetic_prompt(lengths, *dtype, *seed, index)),
             SampleSource::NpyDir { files, .. } => {
                 let path = files.get(index).ok_or(SampleError::IndexOutOfRange {
                     index,
@@ -206,6 +249,10 @@ impl SampleSource {
                     tensor_bytes(shape, *dtype).map_or("too many".to_string(), |n| n.to_string());
                 format!("synthetic {dtype}{shape:?} ({bytes} bytes per sample)")
             }
+            SampleSource::Prompts { lengths, dtype, .. } => format!(
+                "synthetic {dtype} prompts of {}..={} tokens (mean {}), unpadded",
+                lengths.min, lengths.max, lengths.mean
+            ),
             SampleSource::NpyDir { dir, files } => {
                 let plural = if files.len() == 1 { "" } else { "s" };
                 format!("{} .npy file{plural} in {}", files.len(), dir.display())
@@ -401,6 +448,52 @@ pub(crate) mod tests {
         assert!(e
             .to_string()
             .starts_with("synthetic samples of float32[1048576, 1048576] would not fit"));
+    }
+
+    #[test]
+    fn token_models_get_prompts_unless_a_shape_or_dtype_is_given() {
+        let llama = Benchmark::parse("llama2-70b-99").unwrap();
+        let source = SampleSource::synthetic(&llama, 9);
+        assert!(matches!(
+            source,
+            SampleSource::Prompts {
+                dtype: DType::I32,
+                seed: 9,
+                ..
+            }
+        ));
+        assert_eq!(source.count(), None);
+        assert_eq!(
+            source.describe(),
+            "synthetic int32 prompts of 8..=1024 tokens (mean 294), unpadded"
+        );
+        let store = SampleStore::new(llama, source.clone(), Codec::None, 64).unwrap();
+        store.load(&(0..64).collect::<Vec<_>>()).unwrap();
+        let sizes: std::collections::HashSet<u64> = (0..64)
+            .map(|i| store.loaded().get(i).unwrap().decoded_size)
+            .collect();
+        assert!(sizes.len() > 10, "prompt lengths vary: {sizes:?}");
+        assert!(sizes.iter().all(|s| s % 4 == 0 && (32..=4096).contains(s)));
+        // A shape from the user: one fixed shape, as before; so is a dtype
+        // that cannot hold token ids.
+        let fixed = SampleSource::synthetic_with(&llama, 9, Some(vec![16]), None);
+        assert_eq!(fixed.read(3).unwrap().len(), 64);
+        let floats = SampleSource::synthetic_with(&llama, 9, None, Some(DType::F32));
+        assert_eq!(floats.read(3).unwrap().len(), 1024 * 4);
+        // int64 token ids: the same prompts, twice the bytes.
+        let wide = SampleSource::synthetic_with(&llama, 9, None, Some(DType::I64));
+        assert_eq!(
+            wide.read(3).unwrap().len(),
+            2 * source.read(3).unwrap().len()
+        );
+        // Other benchmarks are unchanged, and Whisper's inputs are features.
+        for name in ["resnet50", "whisper", "gptj"] {
+            let b = Benchmark::parse(name).unwrap();
+            assert!(
+                matches!(SampleSource::synthetic(&b, 1), SampleSource::Synthetic { ref shape, .. } if shape == b.spec().shape),
+                "{name}"
+            );
+        }
     }
 
     #[test]

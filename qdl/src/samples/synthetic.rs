@@ -5,6 +5,8 @@
 //! for a run of 8 elements and, half the time, for the next run too, like the
 //! smooth regions of an image.
 
+use netdiv_proto::benchmark::TokenCounts;
+
 use super::DType;
 
 /// Elements that share one value.
@@ -60,6 +62,24 @@ pub fn synthetic_sample(shape: &[usize], dtype: DType, seed: u64, index: usize) 
         DType::I32 | DType::F32 => fill::<4>(count, dtype, &mut state),
         DType::I64 => fill::<8>(count, dtype, &mut state),
     }
+}
+
+/// The length, in tokens, of synthetic prompt `index`: drawn from
+/// `lengths` (clamped to its `[min, max]`), deterministic in (seed, index)
+/// and unrelated to the prompt's token values.
+pub fn prompt_length(lengths: &TokenCounts, seed: u64, index: usize) -> usize {
+    // Another odd constant than the data's, so lengths and values are
+    // drawn from unrelated streams.
+    let mut state = seed ^ (index as u64).wrapping_mul(0x9FB2_1C65_1E98_DF25) ^ 0x4C45_4E47;
+    let bits = splitmix64(&mut state);
+    lengths.draw(splitmix64(&mut state) ^ bits.rotate_left(17)) as usize
+}
+
+/// The bytes of synthetic prompt `index`: an unpadded array of token ids
+/// (`dtype`, int32 or int64 for real models) of [`prompt_length`] tokens,
+/// each below 32000 like the ids of a vocabulary.
+pub fn synthetic_prompt(lengths: &TokenCounts, dtype: DType, seed: u64, index: usize) -> Vec<u8> {
+    synthetic_sample(&[prompt_length(lengths, seed, index)], dtype, seed, index)
 }
 
 /// `count` elements of `SIZE` bytes, a new value per run of [`RUN`]
@@ -154,6 +174,41 @@ mod tests {
         for run in data.chunks(8 * 4) {
             assert!(run.chunks_exact(4).all(|e| e == &run[..4]));
         }
+    }
+
+    #[test]
+    fn prompts_are_unpadded_token_ids_of_drawn_lengths() {
+        let lengths = TokenCounts {
+            mean: 294,
+            min: 8,
+            max: 1024,
+        };
+        let prompts: Vec<Vec<u8>> = (0..2000)
+            .map(|i| synthetic_prompt(&lengths, DType::I32, 3, i))
+            .collect();
+        let tokens: Vec<usize> = prompts.iter().map(|p| p.len() / 4).collect();
+        assert!(tokens.iter().all(|n| (8..=1024).contains(n)), "{tokens:?}");
+        for (i, p) in prompts.iter().enumerate() {
+            assert_eq!(p.len() % 4, 0);
+            assert_eq!(tokens[i], prompt_length(&lengths, 3, i));
+            for id in p.chunks_exact(4) {
+                assert!((0..32000).contains(&i32::from_le_bytes(id.try_into().unwrap())));
+            }
+        }
+        // Lengths vary around the profile's mean.
+        let mean = tokens.iter().sum::<usize>() as f64 / tokens.len() as f64;
+        assert!((mean - 294.0).abs() < 25.0, "{mean}");
+        let distinct: std::collections::HashSet<&usize> = tokens.iter().collect();
+        assert!(distinct.len() > 300, "{} distinct lengths", distinct.len());
+        // Deterministic in seed and index; another seed draws other lengths.
+        assert_eq!(prompts[7], synthetic_prompt(&lengths, DType::I32, 3, 7));
+        let other: Vec<usize> = (0..50).map(|i| prompt_length(&lengths, 4, i)).collect();
+        assert_ne!(other, tokens[..50]);
+        // int64 ids: the same lengths, twice the bytes.
+        assert_eq!(
+            synthetic_prompt(&lengths, DType::I64, 3, 7).len(),
+            prompts[7].len() * 2
+        );
     }
 
     #[test]

@@ -1,19 +1,24 @@
-//! Accelerator backends: a batch of decoded inputs in, one output (or a
-//! per-sample error) per input out. Backends run on the node's device
-//! threads; they know nothing of transports or batching policy.
+//! Accelerator backends. A batch backend takes a batch of decoded inputs
+//! and gives one output (or a per-sample error) per input; the synthetic
+//! LLM backend ([`llm`]) instead streams each sample's tokens, for the
+//! benchmarks that measure token latencies. Backends run on the node's
+//! device threads; they know nothing of transports or batching policy.
 
+pub mod llm;
 pub mod onnx;
 pub mod prepost;
 pub mod synthetic;
 
 use std::sync::Arc;
 
+use netdiv_proto::Benchmark;
 use serde::{Deserialize, Serialize};
 
-use self::onnx::{OnnxBackend, OnnxConfig};
+use self::llm::{LlmBackend, LlmConfig, LlmConfigError};
+use self::onnx::{OnnxBackend, OnnxConfig, OnnxError};
 use self::synthetic::{SyntheticBackend, SyntheticConfig};
 
-/// What runs the model.
+/// What runs the model, a batch at a time.
 pub trait Backend: Send + Sync + 'static {
     /// Kind for `NodeInfo.backend` ("synthetic", "onnx", ...).
     fn kind(&self) -> &'static str;
@@ -27,13 +32,30 @@ pub trait Backend: Send + Sync + 'static {
 
 /// Which backend a node runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum BackendKind {
-    /// A cost model with a deterministic output (tests, benchmarks).
+    /// A cost model with a deterministic output (tests, benchmarks); for a
+    /// benchmark that measures token latencies, the LLM cost model
+    /// (`[llm]`), which streams tokens.
     #[default]
     Synthetic,
-    /// An ONNX model run by ONNX Runtime (CUDA or CPU).
+    /// The LLM cost model (`[llm]`) only: refused for benchmarks without
+    /// token latencies.
+    SyntheticLlm,
+    /// An ONNX model run by ONNX Runtime (CUDA or CPU); whole samples
+    /// only, so not for benchmarks with token latencies.
     Onnx,
+}
+
+impl BackendKind {
+    /// The name in config files and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Synthetic => "synthetic",
+            BackendKind::SyntheticLlm => llm::KIND,
+            BackendKind::Onnx => "onnx",
+        }
+    }
 }
 
 /// A backend and the settings of each kind.
@@ -43,16 +65,255 @@ pub struct BackendConfig {
     pub kind: BackendKind,
     /// The synthetic backend's settings.
     pub synthetic: SyntheticConfig,
+    /// The synthetic LLM backend's settings.
+    pub llm: LlmConfig,
     /// The ONNX backend's settings.
     pub onnx: OnnxConfig,
 }
 
+/// A started backend, as the node runs it.
+#[derive(Clone)]
+pub enum NodeBackend {
+    /// Batches in, one whole output per sample out.
+    Batch(Arc<dyn Backend>),
+    /// Tokens streamed per sample: a first token, then the completion.
+    Tokens(Arc<LlmBackend>),
+}
+
+impl std::fmt::Debug for NodeBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.kind(), self.detail())
+    }
+}
+
+impl NodeBackend {
+    /// Kind for `NodeInfo.backend`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            NodeBackend::Batch(b) => b.kind(),
+            NodeBackend::Tokens(_) => llm::KIND,
+        }
+    }
+
+    /// Parameters for `NodeInfo.backend_detail`.
+    pub fn detail(&self) -> String {
+        match self {
+            NodeBackend::Batch(b) => b.detail(),
+            NodeBackend::Tokens(b) => b.detail(),
+        }
+    }
+
+    /// Device threads to run.
+    pub fn devices(&self) -> usize {
+        match self {
+            NodeBackend::Batch(b) => b.devices(),
+            NodeBackend::Tokens(b) => b.devices(),
+        }
+    }
+
+    /// `Ok` if this backend answers the way `benchmark` is measured:
+    /// streamed tokens exactly for benchmarks with token latencies, from
+    /// an LLM backend built for that benchmark.
+    pub fn check_benchmark(&self, benchmark: &Benchmark) -> Result<(), BackendError> {
+        let streams = matches!(self, NodeBackend::Tokens(_));
+        pairing(self.kind(), streams, benchmark)?;
+        match self {
+            NodeBackend::Tokens(llm) if !llm.benchmark().same_benchmark(benchmark) => {
+                Err(LlmConfigError::OtherBenchmark {
+                    node: benchmark.to_string(),
+                    backend: llm.benchmark().to_string(),
+                }
+                .into())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Why a backend cannot start, or not for this benchmark.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// The ONNX model or runtime could not be loaded.
+    #[error(transparent)]
+    Onnx(#[from] OnnxError),
+    /// The `[llm]` settings cannot run.
+    #[error(transparent)]
+    Llm(#[from] LlmConfigError),
+    /// A benchmark with token latencies and a backend that answers whole
+    /// samples only.
+    #[error(
+        "benchmark {benchmark} measures token latencies (each sample's first token, then its \
+         completion with n_tokens), but backend {backend} answers whole samples only: use \
+         backend synthetic (its LLM cost model, [llm]) or synthetic-llm"
+    )]
+    NotStreaming {
+        /// The benchmark as named.
+        benchmark: String,
+        /// The backend kind.
+        backend: &'static str,
+    },
+    /// A token-streaming backend and a benchmark without token latencies.
+    #[error(
+        "backend {backend} streams tokens, but benchmark {benchmark} does not measure token \
+         latencies: use backend synthetic or onnx"
+    )]
+    NotATokenModel {
+        /// The benchmark as named.
+        benchmark: String,
+        /// The backend kind.
+        backend: &'static str,
+    },
+    /// A batch was asked of a backend that only streams tokens.
+    #[error("backend {0} streams tokens: start the node with Node::from_config")]
+    StreamsTokens(&'static str),
+}
+
+/// Streaming backends for token benchmarks, batch backends for the rest.
+fn pairing(
+    backend: &'static str,
+    streams: bool,
+    benchmark: &Benchmark,
+) -> Result<(), BackendError> {
+    match (streams, benchmark.uses_token_latencies()) {
+        (true, false) => Err(BackendError::NotATokenModel {
+            benchmark: benchmark.to_string(),
+            backend,
+        }),
+        (false, true) => Err(BackendError::NotStreaming {
+            benchmark: benchmark.to_string(),
+            backend,
+        }),
+        _ => Ok(()),
+    }
+}
+
 impl BackendConfig {
-    /// Starts the configured backend.
-    pub fn build(&self) -> Result<Arc<dyn Backend>, onnx::OnnxError> {
+    /// Starts the configured batch backend (whatever the benchmark). For
+    /// a node, [`BackendConfig::build_for`] picks the backend its
+    /// benchmark needs.
+    pub fn build(&self) -> Result<Arc<dyn Backend>, BackendError> {
         Ok(match self.kind {
             BackendKind::Synthetic => Arc::new(SyntheticBackend::new(self.synthetic.clone())),
+            BackendKind::SyntheticLlm => return Err(BackendError::StreamsTokens(llm::KIND)),
             BackendKind::Onnx => Arc::new(OnnxBackend::load(&self.onnx)?),
         })
+    }
+
+    /// Whether this kind streams tokens for `benchmark`: `synthetic-llm`,
+    /// and `synthetic` for benchmarks with token latencies.
+    pub fn streams_tokens(&self, benchmark: &Benchmark) -> bool {
+        match self.kind {
+            BackendKind::SyntheticLlm => true,
+            BackendKind::Synthetic => benchmark.uses_token_latencies(),
+            BackendKind::Onnx => false,
+        }
+    }
+
+    /// Checks, without starting anything, that this backend can serve
+    /// `benchmark` (see [`BackendConfig::build_for`]).
+    pub fn check(&self, benchmark: &Benchmark) -> Result<(), BackendError> {
+        let streams = self.streams_tokens(benchmark);
+        let kind = if streams { llm::KIND } else { self.kind.name() };
+        pairing(kind, streams, benchmark)?;
+        if streams {
+            LlmBackend::new(self.llm.clone(), benchmark)?;
+        }
+        Ok(())
+    }
+
+    /// Starts the backend a node of `benchmark` runs: `synthetic` is the
+    /// LLM cost model for a benchmark with token latencies and the batch
+    /// cost model otherwise; a streaming backend for a benchmark without
+    /// token latencies, or a batch one (ONNX) for one with, is refused.
+    pub fn build_for(&self, benchmark: &Benchmark) -> Result<NodeBackend, BackendError> {
+        self.check(benchmark)?;
+        Ok(if self.streams_tokens(benchmark) {
+            NodeBackend::Tokens(Arc::new(LlmBackend::new(self.llm.clone(), benchmark)?))
+        } else {
+            NodeBackend::Batch(self.build()?)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn benchmark(name: &str) -> Benchmark {
+        Benchmark::parse(name).unwrap()
+    }
+
+    fn config(kind: BackendKind) -> BackendConfig {
+        BackendConfig {
+            kind,
+            ..BackendConfig::default()
+        }
+    }
+
+    #[test]
+    fn synthetic_streams_tokens_exactly_for_token_benchmarks() {
+        let synthetic = config(BackendKind::Synthetic);
+        for (name, kind) in [
+            ("llama2-70b-interactive-99", llm::KIND),
+            ("whisper", llm::KIND),
+            ("gptj", "synthetic"),
+            ("resnet50", "synthetic"),
+        ] {
+            let built = synthetic.build_for(&benchmark(name)).unwrap();
+            assert_eq!(built.kind(), kind, "{name}");
+            built.check_benchmark(&benchmark(name)).unwrap();
+        }
+    }
+
+    #[test]
+    fn mismatched_backends_are_refused_naming_both() {
+        let e = config(BackendKind::Onnx)
+            .build_for(&benchmark("llama3.1-8b"))
+            .unwrap_err();
+        assert!(matches!(e, BackendError::NotStreaming { .. }));
+        let text = e.to_string();
+        assert!(
+            text.starts_with("benchmark llama3_1-8b measures token latencies")
+                && text.contains("backend onnx answers whole samples only"),
+            "{text}"
+        );
+        let e = config(BackendKind::SyntheticLlm)
+            .build_for(&benchmark("bert-99"))
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "backend synthetic-llm streams tokens, but benchmark bert-99 does not measure token \
+             latencies: use backend synthetic or onnx"
+        );
+        let batch = NodeBackend::Batch(Arc::new(SyntheticBackend::new(Default::default())));
+        assert!(matches!(
+            batch.check_benchmark(&benchmark("mixtral-8x7b")),
+            Err(BackendError::NotStreaming {
+                backend: "synthetic",
+                ..
+            })
+        ));
+        assert!(matches!(
+            config(BackendKind::SyntheticLlm).build(),
+            Err(BackendError::StreamsTokens(_))
+        ));
+    }
+
+    #[test]
+    fn kind_names_match_the_config_file() {
+        for kind in [
+            BackendKind::Synthetic,
+            BackendKind::SyntheticLlm,
+            BackendKind::Onnx,
+        ] {
+            #[derive(Serialize, Deserialize)]
+            struct File {
+                backend: BackendKind,
+            }
+            let text = toml::to_string(&File { backend: kind }).unwrap();
+            assert_eq!(text.trim(), format!("backend = \"{}\"", kind.name()));
+            let value = <BackendKind as clap::ValueEnum>::to_possible_value(&kind).unwrap();
+            assert_eq!(value.get_name(), kind.name());
+        }
     }
 }

@@ -49,7 +49,7 @@ impl SyntheticBackend {
 /// An FNV-1a-style hash over 64-bit words (then the tail bytes): cheap
 /// enough that a "zero-cost" backend stays near zero cost for 150 KB
 /// samples, and good enough to tell inputs apart.
-fn word_hash(bytes: &[u8]) -> u64 {
+pub(crate) fn word_hash(bytes: &[u8]) -> u64 {
     const PRIME: u64 = 0x100000001b3;
     let mut words = bytes.chunks_exact(8);
     let mut h = words.by_ref().fold(0xcbf29ce484222325u64, |h, w| {
@@ -76,9 +76,15 @@ pub fn expected_output(input: &[u8], output_bytes: usize) -> Vec<u8> {
 /// Waits `d`: sleeps for long waits, spins for short ones so small costs
 /// are not inflated by timer slack.
 fn busy_for(d: Duration) {
-    let until = Instant::now() + d;
-    if d > Duration::from_micros(200) {
-        std::thread::sleep(d - Duration::from_micros(100));
+    wait_until(Instant::now() + d);
+}
+
+/// Waits until `until`: sleeps while it is far, spins the last 100 µs so
+/// small costs are not inflated by timer slack.
+pub(crate) fn wait_until(until: Instant) {
+    let left = until.saturating_duration_since(Instant::now());
+    if left > Duration::from_micros(200) {
+        std::thread::sleep(left - Duration::from_micros(100));
     }
     while Instant::now() < until {
         std::hint::spin_loop();

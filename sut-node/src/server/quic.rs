@@ -1,5 +1,8 @@
-//! QUIC: one bidirectional stream per request (ALPN `netdiv/1`, so a
-//! client of another protocol version fails the handshake). The client
+//! QUIC: one bidirectional stream per request (ALPN
+//! [`netdiv_proto::ALPN`]: a client offering another fails the handshake;
+//! a request of another protocol version gets an error frame naming both
+//! versions). Token models' first tokens travel in the same `completions`
+//! frames as completions, always ahead of their sample's. The client
 //! writes one `QuicRequest` frame and finishes; the node answers with
 //! `QuicResponse` frames and finishes. A bad stream gets an error frame and
 //! ends alone; the connection and everyone else go on.
@@ -168,7 +171,10 @@ async fn serve_stream(
                 let Some(batch) = next_batch(&mut rx, COMPLETIONS_PER_MESSAGE).await else {
                     break;
                 };
-                left -= batch.completions.len().min(left);
+                // First tokens (token models) come ahead of completions
+                // and do not answer a sample.
+                let answered = batch.completions.iter().filter(|c| !c.first_token).count();
+                left -= answered.min(left);
                 send.write_all(&response(quic_response::Kind::Completions(batch)))
                     .await?;
             }

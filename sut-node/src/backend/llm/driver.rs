@@ -1,0 +1,271 @@
+//! The device thread of the synthetic LLM backend: the scheduler's steps
+//! in real time. Between steps it admits what has arrived (waiting when
+//! idle); each step ends at its start plus its duration, and the next
+//! starts there, so sleeping late never adds up over a long answer.
+
+use std::time::{Duration, Instant};
+
+use super::scheduler::StepEvent;
+use super::{expected_tokens, InvalidPrompt, LlmBackend};
+use crate::backend::synthetic::wait_until;
+
+/// Where a device's samples come from.
+pub trait SequenceSource<T> {
+    /// Waits for the next item; `None` once no more will come.
+    fn wait(&mut self) -> Option<T>;
+    /// The next item if one is ready now, without waiting.
+    fn poll(&mut self) -> Option<T>;
+    /// Whether to stop at once, leaving running sequences unanswered
+    /// (their clients are gone: a node stopping after its drain timeout).
+    fn abandoned(&self) -> bool {
+        false
+    }
+}
+
+/// Longest the device sleeps without checking [`SequenceSource::abandoned`].
+const ABANDON_CHECK: Duration = Duration::from_millis(50);
+
+/// What a device produces, for the caller to send.
+#[derive(Debug)]
+pub enum TokenEvent<'a, T> {
+    /// A sample's first token (4 bytes: an int32 little-endian id), the
+    /// moment its prefill ended.
+    FirstToken {
+        /// The sample.
+        item: &'a T,
+        /// The token.
+        token: &'a [u8],
+    },
+    /// A sample's last token: the whole answer, after its first token.
+    Done {
+        /// The sample.
+        item: T,
+        /// Every token, int32 little endian ([`expected_tokens`]).
+        tokens: Vec<u8>,
+        /// How many.
+        n_tokens: usize,
+    },
+    /// A sample whose input is not a prompt; it gets no first token.
+    Failed {
+        /// The sample.
+        item: T,
+        /// Why.
+        error: InvalidPrompt,
+    },
+    /// A step ran, with this many sequences.
+    Step {
+        /// Sequences in the step.
+        sequences: usize,
+    },
+}
+
+/// A sample admitted, with its answer.
+struct Answer<T> {
+    item: T,
+    tokens: Vec<u8>,
+    n_tokens: usize,
+}
+
+/// Runs one device until `source` ends and every sequence has finished.
+/// `input` gives an item's decoded input bytes.
+pub fn run_device<T>(
+    backend: &LlmBackend,
+    source: &mut impl SequenceSource<T>,
+    input: impl Fn(&T) -> &[u8],
+    mut sink: impl FnMut(TokenEvent<'_, T>),
+) {
+    let mut scheduler = backend.scheduler::<Answer<T>>();
+    // When the previous step ended, while the device stays busy.
+    let mut clock: Option<Instant> = None;
+    loop {
+        if scheduler.is_idle() {
+            let Some(item) = source.wait() else { return };
+            admit(backend, &mut scheduler, item, &input, &mut sink);
+            clock = None;
+        }
+        while scheduler.free_slots() > 0 {
+            let Some(item) = source.poll() else { break };
+            admit(backend, &mut scheduler, item, &input, &mut sink);
+        }
+        let Some(step) = scheduler.begin_step() else {
+            continue;
+        };
+        let end = clock.unwrap_or_else(Instant::now) + step.duration;
+        loop {
+            if source.abandoned() {
+                return;
+            }
+            let now = Instant::now();
+            if now >= end {
+                break;
+            }
+            wait_until(end.min(now + ABANDON_CHECK));
+        }
+        clock = Some(end);
+        sink(TokenEvent::Step {
+            sequences: step.sequences,
+        });
+        scheduler.end_step(|event| match event {
+            StepEvent::FirstToken(a) => sink(TokenEvent::FirstToken {
+                item: &a.item,
+                token: &a.tokens[..4],
+            }),
+            StepEvent::Done(a) => sink(TokenEvent::Done {
+                item: a.item,
+                tokens: a.tokens,
+                n_tokens: a.n_tokens,
+            }),
+        });
+    }
+}
+
+/// Plans `item` and queues it, or reports why it cannot run.
+fn admit<T>(
+    backend: &LlmBackend,
+    scheduler: &mut super::scheduler::Scheduler<Answer<T>>,
+    item: T,
+    input: &impl Fn(&T) -> &[u8],
+    sink: &mut impl FnMut(TokenEvent<'_, T>),
+) {
+    match backend.plan(input(&item)) {
+        Ok(plan) => {
+            let tokens = expected_tokens(input(&item), plan.output_tokens);
+            scheduler.push(
+                Answer {
+                    item,
+                    tokens,
+                    n_tokens: plan.output_tokens,
+                },
+                plan.prompt_tokens,
+                plan.output_tokens,
+            );
+        }
+        Err(error) => sink(TokenEvent::Failed { item, error }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use netdiv_proto::Benchmark;
+
+    use super::super::LlmConfig;
+    use super::*;
+
+    /// Items queued up front; `wait` ends the source when they run out.
+    struct Script(VecDeque<Vec<u8>>);
+
+    impl SequenceSource<Vec<u8>> for Script {
+        fn wait(&mut self) -> Option<Vec<u8>> {
+            self.0.pop_front()
+        }
+        fn poll(&mut self) -> Option<Vec<u8>> {
+            self.0.pop_front()
+        }
+    }
+
+    fn backend(config: LlmConfig) -> LlmBackend {
+        LlmBackend::new(config, &Benchmark::parse("llama2-70b").unwrap()).unwrap()
+    }
+
+    #[test]
+    fn streams_a_first_token_then_the_answer_for_each_sample() {
+        let b = backend(LlmConfig::zero_cost());
+        let inputs: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 4 * (1 + i as usize)]).collect();
+        let mut source = Script(inputs.iter().cloned().chain([vec![1, 2, 3]]).collect());
+        let mut log: Vec<(Vec<u8>, &str, Vec<u8>)> = Vec::new();
+        let mut widest = 0;
+        run_device(
+            &b,
+            &mut source,
+            |i| i,
+            |e| match e {
+                TokenEvent::FirstToken { item, token } => {
+                    log.push((item.clone(), "first", token.to_vec()))
+                }
+                TokenEvent::Done {
+                    item,
+                    tokens,
+                    n_tokens,
+                } => {
+                    assert_eq!(tokens.len(), 4 * n_tokens);
+                    log.push((item, "done", tokens));
+                }
+                TokenEvent::Failed { item, error } => {
+                    log.push((item, "failed", error.to_string().into_bytes()))
+                }
+                TokenEvent::Step { sequences } => widest = widest.max(sequences),
+            },
+        );
+        assert!(widest > 1 && widest <= 64);
+        for input in &inputs {
+            let mine: Vec<_> = log.iter().filter(|(i, ..)| i == input).collect();
+            let [(_, "first", first), (_, "done", all)] = mine[..] else {
+                panic!("{input:?}: {mine:?}");
+            };
+            let n = b.plan(input).unwrap().output_tokens;
+            assert_eq!(*all, expected_tokens(input, n));
+            assert_eq!(first[..], all[..4]);
+        }
+        let failed: Vec<_> = log
+            .iter()
+            .filter(|(_, kind, _)| *kind == "failed")
+            .collect();
+        assert_eq!(failed.len(), 1);
+    }
+
+    #[test]
+    fn an_abandoned_device_stops_at_once() {
+        struct Abandoned(Option<Vec<u8>>);
+        impl SequenceSource<Vec<u8>> for Abandoned {
+            fn wait(&mut self) -> Option<Vec<u8>> {
+                self.0.take()
+            }
+            fn poll(&mut self) -> Option<Vec<u8>> {
+                None
+            }
+            fn abandoned(&self) -> bool {
+                true
+            }
+        }
+        // A step of 10 s: abandoning does not wait for it.
+        let b = backend(LlmConfig {
+            prefill_us_per_token: 10e6,
+            ..LlmConfig::default()
+        });
+        let start = Instant::now();
+        let mut events = 0;
+        run_device(&b, &mut Abandoned(Some(vec![0; 4])), |i| i, |_| events += 1);
+        assert_eq!(events, 0);
+        assert!(start.elapsed() < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn steps_take_their_time_on_the_wall_clock() {
+        // 1 token of prompt at 5 ms, then 3 decode steps of 5 ms.
+        let b = backend(LlmConfig {
+            prefill_us_per_token: 5000.0,
+            decode_us_per_token: 5000.0,
+            output_tokens: Some(4),
+            ..LlmConfig::default()
+        });
+        let mut source = Script(VecDeque::from([vec![0u8; 4]]));
+        let start = Instant::now();
+        let mut first_at = None;
+        run_device(
+            &b,
+            &mut source,
+            |i| i,
+            |e| {
+                if let TokenEvent::FirstToken { .. } = e {
+                    first_at = Some(start.elapsed());
+                }
+            },
+        );
+        let (first, total) = (first_at.unwrap(), start.elapsed());
+        assert!(first >= Duration::from_millis(5), "{first:?}");
+        assert!(total >= Duration::from_millis(20), "{total:?}");
+        assert!(total < Duration::from_millis(500), "{total:?}");
+    }
+}
