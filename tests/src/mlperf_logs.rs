@@ -202,15 +202,21 @@ mod tests {
     #[test]
     fn accuracy_and_issued_parse() {
         let acc = "[\n{ \"seq_id\" : 0, \"qsl_idx\" : 216, \"data\" : \"D8000000\" },\n\
-                   { \"seq_id\" : 1, \"qsl_idx\" : 3543, \"data\" : \"D70D0000\" }\n]\n";
+                   { \"seq_id\" : 1, \"qsl_idx\" : 3543, \"data\" : \"D70D0000\", \"token_data\" : \"AB\", \"token_count\" : 9 }\n]\n";
         let entries = parse_accuracy(acc).unwrap();
         assert_eq!(
             entries[1],
             AccuracyEntry {
                 seq_id: 1,
                 qsl_idx: 3543,
-                data: "D70D0000".into()
+                data: "D70D0000".into(),
+                token_data: Some("AB".into()),
+                token_count: Some(9),
             }
+        );
+        assert_eq!(
+            (entries[0].token_data.as_deref(), entries[0].token_count),
+            (None, None)
         );
         assert!(parse_accuracy("[\n]\n").unwrap().is_empty());
         assert_eq!(parse_issued("5\n7\n").unwrap(), vec![5, 7]);

@@ -76,7 +76,7 @@ fn run_synthetic(args: &RunArgs, scenario: Scenario) -> Result<()> {
     let qsl = setup::qsl(args)?;
     let settings = setup::settings(args, scenario, None)?;
     let counters = Arc::new(Counters::default());
-    let sut = setup::synthetic_node_sut(args, qsl.store.clone(), counters.clone());
+    let sut = setup::synthetic_node_sut(args, qsl.store.clone(), counters.clone())?;
     run_test(args, &sut, &qsl, &settings, &args.output, Some(counters))
 }
 
@@ -128,6 +128,13 @@ pub fn run_network(
         eprintln!(
             "loadgen-node: {} node(s) failed during the run; {} samples were re-sent to the others",
             stats.nodes_failed, stats.resent
+        );
+    }
+    if stats.late_first_tokens > 0 {
+        eprintln!(
+            "loadgen-node: {} first tokens were dropped (late, or a re-sent sample's second; \
+             {} went to the LoadGen, one per sample)",
+            stats.late_first_tokens, stats.first_tokens
         );
     }
     Ok(())

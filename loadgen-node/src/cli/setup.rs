@@ -40,7 +40,9 @@ fn named_benchmark(args: &RunArgs) -> Benchmark {
 }
 
 /// `llama2-70b` → `llama2-70b-interactive` (keeping an accuracy target).
-fn interactive_variant(b: &Benchmark) -> Result<Benchmark, netdiv_proto::benchmark::BenchmarkError> {
+fn interactive_variant(
+    b: &Benchmark,
+) -> Result<Benchmark, netdiv_proto::benchmark::BenchmarkError> {
     if b.is_interactive() {
         return Ok(*b);
     }
@@ -157,18 +159,14 @@ pub fn qsl(args: &RunArgs) -> Result<StoreQsl> {
     let benchmark = benchmark(args);
     let source = match &args.data.data_dir {
         Some(dir) => SampleSource::npy_dir(dir)?,
-        None => {
-            let spec = benchmark.spec();
-            SampleSource::Synthetic {
-                shape: args
-                    .data
-                    .sample_shape
-                    .clone()
-                    .unwrap_or_else(|| spec.shape.to_vec()),
-                dtype: args.data.sample_dtype.unwrap_or(spec.dtype),
-                seed: args.data.sample_seed,
-            }
-        }
+        // LLMs: unpadded prompts of the data set's lengths, unless a
+        // shape is given.
+        None => SampleSource::synthetic_with(
+            &benchmark,
+            args.data.sample_seed,
+            args.data.sample_shape.clone(),
+            args.data.sample_dtype,
+        ),
     };
     let (total, performance) = counts(args, &benchmark, source.count())?;
     let store = SampleStore::new(benchmark, source, args.data.sample_codec, total)
@@ -214,36 +212,36 @@ pub fn qdl_config(n: &NetworkArgs, nodes: Vec<qdl::node_url::NodeUrl>) -> Result
     Ok(config)
 }
 
-/// The node a sut-node config file describes, in this process.
+/// The node a sut-node config file describes, in this process (for a
+/// benchmark with token latencies, `synthetic` is its LLM cost model).
 pub fn configured_node_sut(
     args: &RunArgs,
     file: &sut_node::config::FileConfig,
     store: Arc<SampleStore>,
     counters: Arc<Counters>,
 ) -> Result<LocalNodeSut> {
-    let backend = file.backend_config().build()?;
-    Ok(in_process_node(
-        args,
-        backend,
-        file.batching,
-        store,
-        counters,
-    ))
+    in_process_node(args, &file.backend_config(), file.batching, store, counters)
 }
 
-/// The sut-node's synthetic backend and batcher, in this process.
+/// The sut-node's synthetic backend and batcher, in this process (the
+/// LLM cost model with its defaults for a benchmark with token latencies).
 pub fn synthetic_node_sut(
     args: &RunArgs,
     store: Arc<SampleStore>,
     counters: Arc<Counters>,
-) -> LocalNodeSut {
-    use sut_node::backend::synthetic::{SyntheticBackend, SyntheticConfig};
+) -> Result<LocalNodeSut> {
+    use sut_node::backend::synthetic::SyntheticConfig;
+    use sut_node::backend::{BackendConfig, BackendKind};
     let s = &args.synthetic;
-    let synthetic = SyntheticConfig {
-        batch_cost_us: s.synthetic_batch_cost_us.unwrap_or(0),
-        sample_cost_us: s.synthetic_sample_cost_us.unwrap_or(0),
-        devices: s.synthetic_devices.unwrap_or(1),
-        ..SyntheticConfig::default()
+    let backend = BackendConfig {
+        kind: BackendKind::Synthetic,
+        synthetic: SyntheticConfig {
+            batch_cost_us: s.synthetic_batch_cost_us.unwrap_or(0),
+            sample_cost_us: s.synthetic_sample_cost_us.unwrap_or(0),
+            devices: s.synthetic_devices.unwrap_or(1),
+            ..SyntheticConfig::default()
+        },
+        ..BackendConfig::default()
     };
     let batching = BatchPolicy {
         max_batch_size: s
@@ -251,20 +249,19 @@ pub fn synthetic_node_sut(
             .unwrap_or(BatchPolicy::default().max_batch_size),
         ..BatchPolicy::default()
     };
-    let backend = Arc::new(SyntheticBackend::new(synthetic));
-    in_process_node(args, backend, batching, store, counters)
+    in_process_node(args, &backend, batching, store, counters)
 }
 
 /// A sut-node core with `backend` and `batching`, driven in this process.
 fn in_process_node(
     args: &RunArgs,
-    backend: Arc<dyn sut_node::backend::Backend>,
+    backend: &sut_node::backend::BackendConfig,
     batching: BatchPolicy,
     store: Arc<SampleStore>,
     counters: Arc<Counters>,
-) -> LocalNodeSut {
+) -> Result<LocalNodeSut> {
     use sut_node::node::{Node, NodeSettings};
-    let node = Node::start(
+    let node = Node::from_config(
         NodeSettings {
             name: args.sut_name.clone(),
             benchmark: *store.benchmark(),
@@ -273,6 +270,11 @@ fn in_process_node(
             batching,
         },
         backend,
-    );
-    LocalNodeSut::new(args.sut_name.clone(), node, store, counters)
+    )?;
+    Ok(LocalNodeSut::new(
+        args.sut_name.clone(),
+        node,
+        store,
+        counters,
+    ))
 }

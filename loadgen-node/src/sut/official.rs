@@ -10,7 +10,7 @@ use std::ffi::{c_char, c_int, c_void, CString};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 
 use qdl::{CompletionSink, NetworkSut};
 
@@ -67,21 +67,93 @@ extern "C" {
 
 /// What to run: the same inputs our engine takes.
 pub struct OfficialRun<'a> {
+    /// The scenario to run.
     pub scenario: Scenario,
+    /// What the run does.
     pub mode: TestMode,
+    /// The model config lines are looked up for.
     pub model: &'a str,
     /// Replaces the library's built-in mlperf.conf.
     pub mlperf_conf: Option<&'a Path>,
+    /// Per-system settings applied after mlperf.conf.
     pub user_conf: Option<&'a Path>,
+    /// Compliance-test overrides, if the file exists.
     pub audit_conf: &'a Path,
+    /// Where the four logs go.
     pub outdir: &'a Path,
+    /// Write mlperf_log_trace.json.
     pub enable_trace: bool,
+    /// Keep the issued QSL indices, in order.
     pub record_issued: bool,
 }
 
 /// Completions into the official LoadGen.
 struct OfficialSink {
     counters: Arc<Counters>,
+    /// Token models: the one thread that hands first tokens and
+    /// completions over (see [`TokenCalls`]).
+    token_calls: Option<mpsc::Sender<TokenCall>>,
+}
+
+/// First tokens or completions, owned, on their way to [`TokenCalls`].
+enum TokenCall {
+    FirstTokens(Vec<OwnedResponse>),
+    Completions(Vec<OwnedResponse>),
+}
+
+struct OwnedResponse {
+    id: u64,
+    data: Vec<u8>,
+    n_tokens: i64,
+}
+
+/// The official LoadGen records a first token and a completion on its
+/// logging thread in the order each *calling* thread logged them, but not
+/// across threads: a completion called from another thread than its
+/// sample's first token can be recorded first, and its accuracy-log entry
+/// then reads a first token that is not there yet (a crash, seen here with
+/// the QDL's two I/O threads, between which a link's reader moves). So for
+/// token models every call goes through this one thread, in the order the
+/// QDL made them; the hop is inside the timed path.
+struct TokenCalls;
+
+impl TokenCalls {
+    fn start() -> mpsc::Sender<TokenCall> {
+        let (tx, rx) = mpsc::channel::<TokenCall>();
+        std::thread::Builder::new()
+            .name("official-tokens".into())
+            .spawn(move || {
+                while let Ok(call) = rx.recv() {
+                    match call {
+                        TokenCall::FirstTokens(list) => call_first_token(&borrowed(&list)),
+                        TokenCall::Completions(list) => call_complete(&borrowed(&list)),
+                    }
+                }
+            })
+            .expect("spawn the official-tokens thread");
+        tx
+    }
+}
+
+fn owned(responses: &[qdl::Response<'_>]) -> Vec<OwnedResponse> {
+    responses
+        .iter()
+        .map(|r| OwnedResponse {
+            id: r.response_id,
+            data: r.data.to_vec(),
+            n_tokens: r.n_tokens,
+        })
+        .collect()
+}
+
+fn borrowed(list: &[OwnedResponse]) -> Vec<qdl::Response<'_>> {
+    list.iter()
+        .map(|r| qdl::Response {
+            response_id: r.id,
+            data: &r.data,
+            n_tokens: r.n_tokens,
+        })
+        .collect()
 }
 
 /// The columns of `responses` as the C++ side takes them: ids, data
@@ -97,29 +169,51 @@ fn columns(responses: &[qdl::Response<'_>]) -> Columns {
     )
 }
 
+/// `mlperf::FirstTokenComplete` for these samples.
+fn call_first_token(responses: &[qdl::Response<'_>]) {
+    let (ids, data, sizes, _) = columns(responses);
+    // SAFETY: as in `call_complete`.
+    unsafe { netdiv_official_first_token(ids.as_ptr(), data.as_ptr(), sizes.as_ptr(), ids.len()) };
+}
+
+/// `mlperf::QuerySamplesComplete` for these samples.
+fn call_complete(responses: &[qdl::Response<'_>]) {
+    let (ids, data, sizes, n_tokens) = columns(responses);
+    // SAFETY: four arrays of `responses.len()` elements, and every data
+    // pointer valid for its size until this call returns (the LoadGen
+    // copies what it keeps).
+    unsafe {
+        netdiv_official_complete(
+            ids.as_ptr(),
+            data.as_ptr(),
+            sizes.as_ptr(),
+            n_tokens.as_ptr(),
+            ids.len(),
+        )
+    };
+}
+
+impl OfficialSink {
+    /// Hands `call` to the token thread; false if there is none.
+    fn through_token_thread(&self, call: impl FnOnce() -> TokenCall) -> bool {
+        let Some(calls) = &self.token_calls else {
+            return false;
+        };
+        calls.send(call()).is_ok()
+    }
+}
+
 impl CompletionSink for OfficialSink {
     fn first_token(&self, responses: &[qdl::Response<'_>]) {
-        let (ids, data, sizes, _) = columns(responses);
-        // SAFETY: as in `complete`.
-        unsafe {
-            netdiv_official_first_token(ids.as_ptr(), data.as_ptr(), sizes.as_ptr(), ids.len())
-        };
+        if !self.through_token_thread(|| TokenCall::FirstTokens(owned(responses))) {
+            call_first_token(responses);
+        }
     }
 
     fn complete(&self, responses: &[qdl::Response<'_>]) {
-        let (ids, data, sizes, n_tokens) = columns(responses);
-        // SAFETY: four arrays of `responses.len()` elements, and every data
-        // pointer valid for its size until this call returns (the LoadGen
-        // copies what it keeps).
-        unsafe {
-            netdiv_official_complete(
-                ids.as_ptr(),
-                data.as_ptr(),
-                sizes.as_ptr(),
-                n_tokens.as_ptr(),
-                ids.len(),
-            )
-        };
+        if !self.through_token_thread(|| TokenCall::Completions(owned(responses))) {
+            call_complete(responses);
+        }
         self.counters
             .completed
             .fetch_add(responses.len() as u64, Ordering::Relaxed);
@@ -302,6 +396,11 @@ pub fn run(
         qsl,
         sink: Arc::new(OfficialSink {
             counters: counters.clone(),
+            token_calls: qsl
+                .store
+                .benchmark()
+                .uses_token_latencies()
+                .then(TokenCalls::start),
         }),
         counters,
         name: String::new(),

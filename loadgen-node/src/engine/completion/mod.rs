@@ -484,6 +484,48 @@ mod tests {
     }
 
     #[test]
+    fn first_tokens_count_once_and_bad_ones_are_errors_not_panics() {
+        let t = Arc::new(
+            SampleTable::new(
+                100,
+                Instant::now(),
+                std::iter::repeat_n(1, 3),
+                1,
+                3,
+                KeepPolicy::All,
+            )
+            .with_tokens(true),
+        );
+        t.mark_issued(2);
+        let c = Completer::new(t.clone());
+        let token = |id| QuerySampleResponse::new(id, b"t");
+        let done = |id, n_tokens| QuerySampleResponse {
+            id,
+            data: b"out",
+            n_tokens,
+        };
+        c.first_token(&[token(100)]);
+        c.complete(&[done(100, 5)]);
+        // Unknown, not yet issued, and finished samples.
+        c.first_token(&[token(7), token(102), token(100)]);
+        // A completion without a first token, and without a token count.
+        c.complete(&[done(101, 0)]);
+        let tokens = t.tokens().expect("token table");
+        assert!(tokens.first_token_at(0).is_some());
+        assert_eq!(tokens.kept_first_token(0), Some(&b"t"[..]));
+        assert_eq!(tokens.reported_tokens(0), Some(5));
+        assert_eq!(tokens.reported_tokens(1), Some(0));
+        let (count, messages) = tokens.errors();
+        assert_eq!(count, 5, "{messages:?}");
+        assert!(messages[0].contains("unknown response id 7"));
+        assert!(messages[1].contains("unknown response id 102"));
+        assert_eq!(messages[2], tokens::messages::FIRST_TOKEN_AFTER_COMPLETION);
+        assert_eq!(messages[3], tokens::messages::COMPLETED_BEFORE_FIRST_TOKEN);
+        assert_eq!(messages[4], tokens::messages::NO_TOKEN_COUNT);
+        assert_eq!(t.queries_completed(), 2);
+    }
+
+    #[test]
     fn waiter_wakes_when_another_thread_completes() {
         let t = table(1, 1, KeepPolicy::None);
         let c = Completer::new(t.clone());

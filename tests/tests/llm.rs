@@ -1,0 +1,292 @@
+//! The LLM benchmarks over the network, with real processes on loopback:
+//! sut-nodes running the synthetic LLM backend stream each sample's first
+//! token ahead of its completion, and `loadgen-node` measures time to first
+//! token and time per output token through the QDL, under our engine and
+//! under the official LoadGen. Every sample must get exactly one first
+//! token and one completion, each its own (the accuracy log holds them
+//! all), also when a node is killed in the middle of a run.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{ensure, Context, Result};
+use netdiv_tests::binaries::loadgen_node_official_bin;
+use netdiv_tests::mlperf_logs::{detail_value, detail_values, parse_issued};
+use netdiv_tests::network_run::{loadgen, loadgen_with, Cluster, LoadgenRun};
+use netdiv_tests::{test_dir, write_file, UserConf};
+use qdl::samples::{synthetic::synthetic_sample, DType};
+use sut_node::backend::llm::{expected_tokens, LlmConfig};
+use sut_node::config::FileConfig;
+
+/// Fixed-length prompts, so the test can rebuild each sample's bytes.
+const PROMPT_TOKENS: usize = 64;
+const SEED: u64 = 11;
+/// Tokens per answer: short answers keep the runs quick.
+const OUTPUT_TOKENS: u32 = 8;
+
+/// llama2-70b nodes with a fast synthetic accelerator: 5 us per prompt
+/// token, 300 us per decode step, 64 sequences at once.
+fn node_config() -> FileConfig {
+    FileConfig {
+        benchmark: Some("llama2-70b".into()),
+        llm: LlmConfig {
+            prefill_us_per_token: 5.0,
+            decode_us_per_token: 300.0,
+            max_sequences: 64,
+            output_tokens: Some(OUTPUT_TOKENS),
+            ..LlmConfig::default()
+        },
+        ..FileConfig::default()
+    }
+}
+
+/// A Server run long enough for TTFT and TPOT early stopping (at least
+/// 459 queries each), every response in the accuracy log.
+fn user_conf() -> UserConf {
+    UserConf::new()
+        .set("*.Server.target_qps", 600)
+        .set("*.Server.min_duration", 1000)
+        .set("*.Server.min_query_count", 600)
+        .set("*.Offline.target_qps", 2000)
+        .set("*.Offline.min_duration", 1000)
+        .set("*.*.accuracy_log_rng_seed", 1)
+        .set("*.*.accuracy_log_sampling_target", 100000000)
+}
+
+fn run_flags(dir: &Path, scenario: &str, conf: &UserConf, extra: &[String]) -> Result<Vec<String>> {
+    let conf = write_file(dir, "user.conf", &conf.to_string())?;
+    let mut flags: Vec<String> = [
+        "--scenario",
+        scenario,
+        "--benchmark",
+        "llama2-70b",
+        "--sample-shape",
+        &PROMPT_TOKENS.to_string(),
+        "--sample-dtype",
+        "int32",
+        "--sample-seed",
+        &SEED.to_string(),
+        "--total-sample-count",
+        "1024",
+        "--performance-sample-count",
+        "1024",
+        "--user-conf",
+        conf.to_str().context("utf-8 path")?,
+        "--record-issued",
+        "issued.txt",
+        "--progress",
+        "never",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    flags.extend(extra.iter().cloned());
+    Ok(flags)
+}
+
+fn lower_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Every issued sample in the accuracy log exactly once, with its own
+/// first token, its own answer and its token count.
+fn check_tokens(run: &LoadgenRun, dir: &Path, first_tokens: bool) -> Result<()> {
+    let entries = run.accuracy()?;
+    let mut issued = parse_issued(&std::fs::read_to_string(dir.join("issued.txt"))?)?;
+    let mut answered: Vec<u64> = entries.iter().map(|e| e.qsl_idx).collect();
+    issued.sort_unstable();
+    answered.sort_unstable();
+    ensure!(
+        !issued.is_empty() && issued == answered,
+        "{} samples issued, {} in the accuracy log: not each exactly once",
+        issued.len(),
+        answered.len()
+    );
+    let mut seen = HashSet::new();
+    for e in &entries {
+        ensure!(seen.insert(e.seq_id), "seq_id {} logged twice", e.seq_id);
+        let input = synthetic_sample(&[PROMPT_TOKENS], DType::I32, SEED, e.qsl_idx as usize);
+        let tokens = expected_tokens(&input, OUTPUT_TOKENS as usize);
+        ensure!(
+            e.data.to_lowercase() == lower_hex(&tokens),
+            "seq_id {} (qsl_idx {}): answer {} is not its own sample's",
+            e.seq_id,
+            e.qsl_idx,
+            e.data
+        );
+        ensure!(
+            e.token_count == Some(OUTPUT_TOKENS as i64),
+            "seq_id {}: token_count {:?}",
+            e.seq_id,
+            e.token_count
+        );
+        if first_tokens {
+            let first = e.token_data.as_deref().unwrap_or_default().to_lowercase();
+            ensure!(
+                first == lower_hex(&tokens[..4]),
+                "seq_id {}: first token {first} is not its answer's first",
+                e.seq_id
+            );
+        }
+    }
+    Ok(())
+}
+
+/// VALID, no runtime error, token results in the detail log.
+fn check_valid_token_run(run: &LoadgenRun) -> Result<f64> {
+    run.expect_success()?;
+    let summary = run.summary()?;
+    ensure!(
+        summary.contains("Result is : VALID"),
+        "not VALID:\n{summary}"
+    );
+    let detail = run.detail()?;
+    let errors: Vec<_> = detail_values(&detail, "error_runtime");
+    ensure!(errors.is_empty(), "runtime errors: {errors:?}");
+    let ttft = detail_value(&detail, "result_first_token_50.00_percentile_latency_ns")
+        .and_then(|v| v.as_f64())
+        .context("no result_first_token_50.00_percentile_latency_ns")?;
+    let tpot = detail_value(&detail, "result_time_per_output_token_99.00_percentile_ns")
+        .and_then(|v| v.as_f64())
+        .context("no result_time_per_output_token_99.00_percentile_ns")?;
+    ensure!(
+        ttft > 0.0 && tpot > 0.0,
+        "TTFT p50 {ttft} ns, TPOT p99 {tpot} ns"
+    );
+    Ok(ttft)
+}
+
+fn server_over(transport: &'static str) -> Result<()> {
+    let dir = test_dir(&format!("llm-server-{transport}"))?;
+    let names = [
+        &*format!("{transport}-llm-1"),
+        &*format!("{transport}-llm-2"),
+    ];
+    let cluster = Cluster::start(&dir, transport, &names, &node_config(), &[])?;
+    let flags = run_flags(&dir, "Server", &user_conf(), &cluster.loadgen_flags())?;
+    let run = loadgen(&dir, &flags, Duration::from_secs(120))?;
+    let network_ttft =
+        check_valid_token_run(&run).with_context(|| format!("in {}", dir.display()))?;
+    check_tokens(&run, &dir, true)?;
+
+    // The same run answered at once in this process: the network's TTFT
+    // holds at least a round trip on top (loopback: tens of microseconds).
+    let null_dir = dir.join("null");
+    std::fs::create_dir_all(&null_dir)?;
+    let null_flags = run_flags(
+        &null_dir,
+        "Server",
+        &user_conf(),
+        &[
+            "--sut".into(),
+            "null".into(),
+            "--null-output-tokens".into(),
+            OUTPUT_TOKENS.to_string(),
+        ],
+    )?;
+    let null_run = loadgen(&null_dir, &null_flags, Duration::from_secs(60))?;
+    let null_ttft = check_valid_token_run(&null_run)?;
+    ensure!(
+        network_ttft > null_ttft + 20_000.0,
+        "TTFT p50 over {transport} {network_ttft} ns is not above the in-process null SUT's {null_ttft} ns by a round trip"
+    );
+    Ok(())
+}
+
+#[test]
+fn grpc_llama2_70b_server_two_nodes() -> Result<()> {
+    server_over("grpc")
+}
+
+#[test]
+fn quic_llama2_70b_server_two_nodes() -> Result<()> {
+    server_over("quic")
+}
+
+/// The same nodes under the official LoadGen (built with `--features
+/// official`): the shim hands it first tokens and token counts, so its
+/// token results are VALID too.
+#[test]
+fn llama2_70b_server_under_the_official_loadgen() -> Result<()> {
+    let program = loadgen_node_official_bin()?;
+    let dir = test_dir("llm-official")?;
+    let cluster = Cluster::start(
+        &dir,
+        "grpc",
+        &["off-llm-1", "off-llm-2"],
+        &node_config(),
+        &[],
+    )?;
+    let mut extra = cluster.loadgen_flags();
+    extra.extend(["--loadgen".into(), "official".into()]);
+    let flags = run_flags(&dir, "Server", &user_conf(), &extra)?;
+    let run = loadgen_with(&program, &dir, &flags, Duration::from_secs(120))?;
+    check_valid_token_run(&run).with_context(|| format!("in {}", dir.display()))?;
+    let detail = run.detail()?;
+    let version = detail_value(&detail, "loadgen_version")
+        .map(|v| v.to_string())
+        .unwrap_or_default();
+    ensure!(
+        !version.contains("netdiv"),
+        "not the official LoadGen: {version}"
+    );
+    check_tokens(&run, &dir, true)
+}
+
+/// A node killed mid-run: its samples move, and every sample still gets
+/// exactly one first token and one completion (a second first token of a
+/// re-sent sample would be an official runtime error in the log).
+#[test]
+fn a_killed_node_leaves_one_first_token_and_one_completion_per_sample() -> Result<()> {
+    let dir = test_dir("llm-kill")?;
+    let mut slow = node_config();
+    // About 2 ms per answer, 16 at once per node: the run lasts ~2.5 s.
+    slow.llm.max_sequences = 16;
+    slow.llm.decode_us_per_token = 1500.0;
+    let cluster = Cluster::start(
+        &dir,
+        "grpc",
+        &["kill-llm-1", "kill-llm-2", "kill-llm-3"],
+        &slow,
+        &[],
+    )?;
+    let conf = user_conf()
+        .set("*.Server.min_duration", 2500)
+        .set("*.Server.target_qps", 400);
+    let flags = run_flags(&dir, "Server", &conf, &cluster.loadgen_flags())?;
+    netdiv_tests::loadgen_node_bin()?; // built before the clock starts
+    let victim = cluster.nodes[1].child.id() as libc::pid_t;
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1200));
+        // SAFETY: kill(2) on a child we started and have not reaped.
+        unsafe { libc::kill(victim, libc::SIGKILL) };
+    });
+    let run = loadgen(&dir, &flags, Duration::from_secs(120))?;
+    killer.join().expect("killer thread");
+    run.expect_success()?;
+    ensure!(
+        run.stderr.contains("1 node(s) failed during the run"),
+        "the node failure was not noticed mid-run:\n{}",
+        run.stderr
+    );
+    let detail = run.detail()?;
+    let errors: Vec<_> = detail_values(&detail, "error_runtime");
+    ensure!(errors.is_empty(), "runtime errors: {errors:?}");
+    eprintln!("{}", run.stderr);
+    check_tokens(&run, &dir, true)
+}
+
+/// Offline: no first token is needed, but the nodes send them anyway and
+/// the token count gives tokens per second.
+#[test]
+fn llama2_70b_offline_reports_tokens_per_second() -> Result<()> {
+    let dir = test_dir("llm-offline")?;
+    let cluster = Cluster::start(&dir, "quic", &["off-1", "off-2"], &node_config(), &[])?;
+    let flags = run_flags(&dir, "Offline", &user_conf(), &cluster.loadgen_flags())?;
+    let run = loadgen(&dir, &flags, Duration::from_secs(120))?;
+    run.expect_success()?;
+    let summary = run.summary()?;
+    ensure!(summary.contains("Tokens per second: "), "{summary}");
+    check_tokens(&run, &dir, false)
+}
