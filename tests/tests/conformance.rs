@@ -961,6 +961,36 @@ fn one_token_answers_single_stream() {
     .check();
 }
 
+/// GPT-J infers its token throughput from samples
+/// (`infer_token_latencies`, 69 tokens per sample in mlperf.conf).
+#[test]
+fn gptj_offline_infers_tokens() {
+    Case::new(
+        "gptj_offline_infers_tokens",
+        "Offline",
+        "PerformanceOnly",
+        4096,
+        1024,
+        OFFLINE,
+    )
+    .model("gptj")
+    .check();
+}
+
+#[test]
+fn gptj_server_infers_tokens() {
+    Case::new(
+        "gptj_server_infers_tokens",
+        "Server",
+        "PerformanceOnly",
+        4096,
+        1024,
+        SERVER,
+    )
+    .model("gptj")
+    .check();
+}
+
 #[test]
 fn helpers_mask_and_normalise() {
     assert_eq!(

@@ -44,8 +44,9 @@ struct Cli {
     /// Runs of each setup (interleaved); the median is reported.
     #[arg(long, default_value_t = 2)]
     repeat: usize,
-    /// Prefill time per prompt token, in microseconds.
-    #[arg(long, default_value_t = 20.0)]
+    /// Prefill time per prompt token, in microseconds (a prefill stalls
+    /// the device's decode step it joins).
+    #[arg(long, default_value_t = 1.0)]
     prefill_us: f64,
     /// One decode step (time per output token), in microseconds.
     #[arg(long, default_value_t = 1000.0)]
@@ -59,8 +60,8 @@ struct Cli {
     /// sut-nodes (one device each); in-process gets as many devices.
     #[arg(long, default_value_t = 2)]
     nodes: usize,
-    /// Server load as a fraction of the backend's capacity.
-    #[arg(long, default_value_t = 0.6)]
+    /// Server load as a fraction of the backend's decode capacity.
+    #[arg(long, default_value_t = 0.5)]
     server_load: f64,
     /// Steps of the highest-VALID-QPS search (0: skip it).
     #[arg(long, default_value_t = 6)]
@@ -80,8 +81,9 @@ struct Measure {
 }
 
 impl Cli {
-    /// Answers per second the backend sustains: every device keeps
-    /// `max_sequences` answers of `output_tokens` decode steps going.
+    /// Answers per second the decode steps allow: every device keeps
+    /// `max_sequences` answers of `output_tokens` steps going (prefills
+    /// lengthen steps, so the real capacity is lower).
     fn capacity(&self) -> f64 {
         let answer_s = self.output_tokens as f64 * self.decode_us / 1e6;
         self.nodes as f64 * self.max_sequences as f64 / answer_s
@@ -274,14 +276,15 @@ fn tax_rows(cli: &Cli, dir: &std::path::Path, clusters: &BenchClusters) -> Resul
     Ok(rows)
 }
 
-/// Bisects the Server QPS between a VALID and an INVALID probe over gRPC.
+/// Searches the highest VALID Server QPS over gRPC: up by half again from
+/// half the decode capacity while VALID, then bisects between the highest
+/// VALID and the lowest INVALID probe.
 fn highest_valid_qps(cli: &Cli, dir: &std::path::Path, clusters: &BenchClusters) -> Result<String> {
-    let mut low = 0.0f64;
-    let mut high = cli.capacity() * 1.2;
-    let mut best: Option<(f64, Measure)> = None;
+    let mut valid: Option<(f64, Measure)> = None;
+    let mut invalid: Option<f64> = None;
+    let mut qps = cli.capacity() * 0.5;
     let mut probes = String::new();
     for step in 0..cli.search_steps {
-        let qps = if step == 0 { high } else { (low + high) / 2.0 };
         eprintln!("token-tax: search step {} at {qps:.1} QPS", step + 1);
         let m = run_once(cli, dir, Setup::Grpc, "Server", qps, clusters)?;
         write!(
@@ -290,17 +293,18 @@ fn highest_valid_qps(cli: &Cli, dir: &std::path::Path, clusters: &BenchClusters)
             if m.valid { "VALID" } else { "INVALID" }
         )?;
         if m.valid {
-            low = qps;
-            best = Some((qps, m));
-            if step == 0 {
-                break;
-            }
+            valid = Some((qps, m));
         } else {
-            high = qps;
+            invalid = Some(qps);
         }
+        qps = match (valid, invalid) {
+            (Some((low, _)), None) => low * 1.5,
+            (low, Some(high)) => (low.map_or(0.0, |(q, _)| q) + high) / 2.0,
+            (None, None) => unreachable!("a probe was made"),
+        };
     }
     let mut out = String::new();
-    match best {
+    match valid {
         Some((qps, m)) => writeln!(
             out,
             "Highest VALID llama2-70b Server QPS over gRPC on {} node(s): {qps:.1} \
