@@ -281,6 +281,11 @@ fn token_models_run_with_first_tokens_and_counts() {
     assert!(stdout.contains("ttft_latency (ns): 450000000"), "{stdout}");
     assert!(stdout.contains("TTFT Early Stopping Result:"), "{stdout}");
     let detail = std::fs::read_to_string(dir.join("mlperf_log_detail.txt")).unwrap();
+    let trace = std::fs::read_to_string(dir.join("mlperf_log_trace.json")).unwrap();
+    assert!(
+        trace.contains("\"name\":\"Token_Latency\""),
+        "no token events in the trace"
+    );
     for key in [
         "result_first_token_99.00_percentile_latency_ns",
         "result_time_per_output_token_99.00_percentile_ns",

@@ -39,7 +39,6 @@ impl<W: Write> TraceLog<W> {
     }
 
     /// One sample from its scheduled time to its completion.
-    #[allow(clippy::too_many_arguments)]
     pub fn sample(
         &mut self,
         seq: u64,
@@ -49,9 +48,53 @@ impl<W: Write> TraceLog<W> {
         issued_ns: u64,
         completed_ns: u64,
     ) -> io::Result<()> {
+        self.sample_event(
+            "Sample",
+            seq,
+            query_seq,
+            sample_idx,
+            scheduled_ns,
+            issued_ns,
+            completed_ns,
+        )
+    }
+
+    /// A token model's sample from its scheduled time to its first token
+    /// (the official `Token` event; not in Server, which has a counter).
+    pub fn first_token(
+        &mut self,
+        seq: u64,
+        query_seq: u64,
+        sample_idx: usize,
+        scheduled_ns: u64,
+        issued_ns: u64,
+        first_token_ns: u64,
+    ) -> io::Result<()> {
+        self.sample_event(
+            "Token",
+            seq,
+            query_seq,
+            sample_idx,
+            scheduled_ns,
+            issued_ns,
+            first_token_ns,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn sample_event(
+        &mut self,
+        name: &str,
+        seq: u64,
+        query_seq: u64,
+        sample_idx: usize,
+        scheduled_ns: u64,
+        issued_ns: u64,
+        completed_ns: u64,
+    ) -> io::Result<()> {
         writeln!(
             self.out,
-            "{{\"name\":\"Sample\",\"cat\":\"default\",\"ph\":\"b\",\"pid\":{},\"id\":{seq},\"ts\":{},\"args\":{{\"sample_seq\":{seq},\"query_seq\":{query_seq},\"sample_idx\":{sample_idx},\"issue_start_ns\":{},\"complete_ns\":{}}}}},",
+            "{{\"name\":\"{name}\",\"cat\":\"default\",\"ph\":\"b\",\"pid\":{},\"id\":{seq},\"ts\":{},\"args\":{{\"sample_seq\":{seq},\"query_seq\":{query_seq},\"sample_idx\":{sample_idx},\"issue_start_ns\":{},\"complete_ns\":{}}}}},",
             self.pid,
             micros(scheduled_ns),
             issued_ns.saturating_sub(scheduled_ns),
@@ -59,7 +102,7 @@ impl<W: Write> TraceLog<W> {
         )?;
         writeln!(
             self.out,
-            "{{\"name\":\"Sample\",\"cat\":\"default\",\"ph\":\"e\", \"pid\":{},\"id\":{seq},\"ts\":{}}},",
+            "{{\"name\":\"{name}\",\"cat\":\"default\",\"ph\":\"e\", \"pid\":{},\"id\":{seq},\"ts\":{}}},",
             self.pid,
             micros(completed_ns)
         )
@@ -72,13 +115,33 @@ impl<W: Write> TraceLog<W> {
         issued_ns: u64,
         completed_ns: u64,
     ) -> io::Result<()> {
+        self.counter("Latency", scheduled_ns, issued_ns, completed_ns)
+    }
+
+    /// Server, token models: the same up to each sample's first token.
+    pub fn token_latency_counter(
+        &mut self,
+        scheduled_ns: u64,
+        issued_ns: u64,
+        first_token_ns: u64,
+    ) -> io::Result<()> {
+        self.counter("Token_Latency", scheduled_ns, issued_ns, first_token_ns)
+    }
+
+    fn counter(
+        &mut self,
+        name: &str,
+        scheduled_ns: u64,
+        issued_ns: u64,
+        done_ns: u64,
+    ) -> io::Result<()> {
         writeln!(
             self.out,
-            "{{\"name\":\"Latency\",\"ph\": \"C\",\"pid\":{},\"ts\":{},\"args\":{{ \"issue_delay\":{},\"issue_to_done\":{}}}}},",
+            "{{\"name\":\"{name}\",\"ph\": \"C\",\"pid\":{},\"ts\":{},\"args\":{{ \"issue_delay\":{},\"issue_to_done\":{}}}}},",
             self.pid,
             micros(scheduled_ns),
             issued_ns.saturating_sub(scheduled_ns),
-            completed_ns.saturating_sub(issued_ns)
+            done_ns.saturating_sub(issued_ns)
         )
     }
 

@@ -295,6 +295,21 @@ fn record_trace(
                 rec.issued_ns[q],
                 done,
             )?;
+            let first_token = table.tokens().and_then(|t| t.first_token_at(slot));
+            match (first_token, settings.scenario) {
+                (None, _) => {}
+                (Some(at), Scenario::Server) => {
+                    trace.token_latency_counter(rec.scheduled_ns[q], rec.issued_ns[q], at)?
+                }
+                (Some(at), _) => trace.first_token(
+                    s.id,
+                    query_seq,
+                    s.index,
+                    rec.scheduled_ns[q],
+                    rec.issued_ns[q],
+                    at,
+                )?,
+            }
         }
     }
     Ok(())
