@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::format::{cpp_double, fixed};
-use crate::engine::results::{PerformanceSummary, TokenSummary, LATENCY_PERCENTILES};
+use crate::engine::results::{LatencyStats, PerformanceSummary, TokenSummary, LATENCY_PERCENTILES};
 use crate::engine::settings::Scenario;
 
 const RULE: &str = "================================================";
@@ -114,12 +114,12 @@ pub fn render(s: &PerformanceSummary) -> String {
         )),
         Scenario::MultiStream => {
             line("Per-query latency:  ".into());
-            latency_block(&mut line, &s.queries);
+            stats_block(&mut line, &s.queries, &SAMPLE_LATENCY);
         }
         Scenario::Offline => {}
     }
     if st.scenario != Scenario::MultiStream {
-        latency_block(&mut line, &s.samples);
+        stats_block(&mut line, &s.samples, &SAMPLE_LATENCY);
     }
     if let Some(tokens) = &s.tokens {
         token_stats(&mut line, s, tokens);
@@ -254,56 +254,49 @@ fn token_stats(line: &mut impl FnMut(String), s: &PerformanceSummary, tokens: &T
     if s.settings.scenario == Scenario::Offline {
         return;
     }
-    let ttft = &tokens.first_token;
-    line(format!(
-        "Min First Token latency (ns)                : {}",
-        ttft.min
-    ));
-    line(format!(
-        "Max First Token latency (ns)                : {}",
-        ttft.max
-    ));
-    line(format!(
-        "Mean First Token latency (ns)               : {}",
-        ttft.mean
-    ));
-    for (p, v) in LATENCY_PERCENTILES.iter().zip(ttft.percentiles) {
-        line(format!(
-            "{} percentile first token latency (ns)   : {v}",
-            fixed(p * 100.0, 2)
-        ));
-    }
+    stats_block(line, &tokens.first_token, &FIRST_TOKEN);
     line(String::new());
-    let tpot = &tokens.time_per_output_token;
-    line(format!(
-        "Min Time per Output Token (ns)                : {}",
-        tpot.min
-    ));
-    line(format!(
-        "Max Time per Output Token (ns)                : {}",
-        tpot.max
-    ));
-    line(format!(
-        "Mean Time per Output Token (ns)               : {}",
-        tpot.mean
-    ));
-    for (p, v) in LATENCY_PERCENTILES.iter().zip(tpot.percentiles) {
-        line(format!(
-            "{} percentile time to output token (ns)   : {v}",
-            fixed(p * 100.0, 2)
-        ));
-    }
+    stats_block(line, &tokens.time_per_output_token, &TIME_PER_OUTPUT_TOKEN);
 }
 
-fn latency_block(line: &mut impl FnMut(String), stats: &crate::engine::results::LatencyStats) {
-    line(format!("Min latency (ns)                : {}", stats.min));
-    line(format!("Max latency (ns)                : {}", stats.max));
-    line(format!("Mean latency (ns)               : {}", stats.mean));
+/// The labels of one statistics block, padded as upstream pads them.
+struct BlockLabels {
+    min: &'static str,
+    max: &'static str,
+    mean: &'static str,
+    /// Follows each percentile.
+    percentile: &'static str,
+}
+
+const SAMPLE_LATENCY: BlockLabels = BlockLabels {
+    min: "Min latency (ns)                : ",
+    max: "Max latency (ns)                : ",
+    mean: "Mean latency (ns)               : ",
+    percentile: " percentile latency (ns)   : ",
+};
+
+const FIRST_TOKEN: BlockLabels = BlockLabels {
+    min: "Min First Token latency (ns)                : ",
+    max: "Max First Token latency (ns)                : ",
+    mean: "Mean First Token latency (ns)               : ",
+    percentile: " percentile first token latency (ns)   : ",
+};
+
+/// Upstream says "time to output token" in the percentile lines.
+const TIME_PER_OUTPUT_TOKEN: BlockLabels = BlockLabels {
+    min: "Min Time per Output Token (ns)                : ",
+    max: "Max Time per Output Token (ns)                : ",
+    mean: "Mean Time per Output Token (ns)               : ",
+    percentile: " percentile time to output token (ns)   : ",
+};
+
+/// Min, max, mean and the percentiles of `stats`.
+fn stats_block(line: &mut impl FnMut(String), stats: &LatencyStats, labels: &BlockLabels) {
+    line(format!("{}{}", labels.min, stats.min));
+    line(format!("{}{}", labels.max, stats.max));
+    line(format!("{}{}", labels.mean, stats.mean));
     for (p, v) in LATENCY_PERCENTILES.iter().zip(stats.percentiles) {
-        line(format!(
-            "{} percentile latency (ns)   : {v}",
-            fixed(p * 100.0, 2)
-        ));
+        line(format!("{}{}{v}", fixed(p * 100.0, 2), labels.percentile));
     }
 }
 
