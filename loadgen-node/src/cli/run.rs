@@ -192,6 +192,8 @@ fn run_official(
             outdir: output,
             enable_trace: !args.no_trace,
             record_issued: args.record_issued.is_some(),
+            token_latencies: settings.use_token_latencies
+                || qsl.store.benchmark().uses_token_latencies(),
         },
     )?;
     drop(_progress);

@@ -43,11 +43,11 @@ pub struct TokenResults {
 impl TokenResults {
     /// Tokens of every completed sample.
     pub fn token_count(&self) -> u64 {
+        // Counts come from the SUT: wrap as upstream's size_t sum does.
         self.tokens_per_sample
             .iter()
             .filter(|&&n| n != i64::MIN)
-            .map(|&n| n as u64)
-            .sum()
+            .fold(0u64, |sum, &n| sum.wrapping_add(n as u64))
     }
 }
 
@@ -87,7 +87,9 @@ impl LatencyStats {
         Self {
             min: sorted[0],
             max: sorted[last],
-            mean: sum / count as i64,
+            // Upstream divides by a size_t, so a negative sum (time per
+            // output token of a refused count) is divided unsigned.
+            mean: ((sum as u64) / count as u64) as i64,
             target: at(target_percentile),
             percentiles: LATENCY_PERCENTILES.map(at),
         }
@@ -505,6 +507,109 @@ mod tests {
             .text
             .starts_with(" * Run unsuccessful.\n * Processed 602 queries."));
         assert!(!s.is_valid());
+    }
+
+    fn token_server_settings(ttft_ms: u64, tpot_ms: u64) -> EffectiveSettings {
+        let req = TestSettings {
+            scenario: Scenario::Server,
+            server_target_latency_ns: 0,
+            min_duration_ms: 1000,
+            min_query_count: 100,
+            use_token_latencies: true,
+            server_ttft_latency: ttft_ms * 1_000_000,
+            server_tpot_latency: tpot_ms * 1_000_000,
+            ..TestSettings::default()
+        };
+        EffectiveSettings::new(&req, 1024, 1024)
+    }
+
+    fn token_result(n: usize, ttft: i64, tpot: i64, tokens: i64) -> PerformanceResult {
+        PerformanceResult {
+            tokens: Some(TokenResults {
+                first_token_latencies: vec![ttft; n],
+                time_per_output_token: vec![tpot; n],
+                tokens_per_sample: vec![tokens; n],
+            }),
+            ..server_result(vec![ttft + tpot * (tokens - 1); n])
+        }
+    }
+
+    #[test]
+    fn token_server_within_both_bounds_is_valid() {
+        let s = PerformanceSummary::new(
+            "x".into(),
+            token_server_settings(2000, 200),
+            token_result(1000, 5_000_000, 1_000_000, 10),
+        );
+        let tokens = s.tokens.as_ref().unwrap();
+        assert_eq!(tokens.token_count, 10_000);
+        assert_eq!(tokens.first_token.percentiles, [5_000_000; 6]);
+        assert_eq!(tokens.time_per_output_token.mean, 1_000_000);
+        assert_eq!(tokens.early_stopping_ttft.text, " * Run successful.");
+        assert_eq!(tokens.early_stopping_tpot.text, " * Run successful.");
+        // target_latency 0 puts every sample over the plain bound; only the
+        // token bounds count.
+        assert_eq!(s.overlatency_query_count, 1000);
+        assert!(s.is_valid());
+    }
+
+    #[test]
+    fn a_missed_tpot_bound_skips_ttft_early_stopping_and_names_both() {
+        let s = PerformanceSummary::new(
+            "x".into(),
+            token_server_settings(1, 1),
+            token_result(1000, 5_000_000, 3_000_000, 10),
+        );
+        let tokens = s.tokens.as_ref().unwrap();
+        assert!(!s.early_stopping.met);
+        assert!(tokens
+            .early_stopping_tpot
+            .text
+            .starts_with(" * Run unsuccessful."));
+        assert_eq!(tokens.early_stopping_ttft.text, "");
+        assert_eq!(
+            s.perf_constraints_recommendation,
+            "TTFT constrain not met: Reduce target QPS to improve latency.\n * TPOT constrain not met: Reduce target QPS to improve latency."
+        );
+        assert!(!s.is_valid());
+    }
+
+    #[test]
+    fn token_means_divide_unsigned_and_counts_wrap_like_upstream() {
+        // Times per output token of refused counts are negative; upstream's
+        // mean divides their sum as a size_t.
+        let s = PerformanceSummary::new(
+            "x".into(),
+            token_server_settings(2000, 200),
+            token_result(4, 1000, -6, 0),
+        );
+        let tokens = s.tokens.as_ref().unwrap();
+        assert_eq!(
+            tokens.time_per_output_token.mean,
+            ((-24i64 as u64) / 4) as i64
+        );
+        assert_eq!(tokens.time_per_output_token.min, -6);
+        let huge = TokenResults {
+            tokens_per_sample: vec![i64::MAX, i64::MAX, 3, i64::MIN],
+            ..TokenResults::default()
+        };
+        assert_eq!(
+            huge.token_count(),
+            (i64::MAX as u64).wrapping_mul(2).wrapping_add(3)
+        );
+    }
+
+    #[test]
+    fn token_statistics_rank_over_the_sample_count_even_when_a_list_is_short() {
+        let sorted = [10, 20, 30];
+        let st = LatencyStats::of_sorted_over(&sorted, 10, 0.9);
+        // Rank 9 is past the list: its last value, never a panic.
+        assert_eq!(st.target, 30);
+        assert_eq!(st.mean, 6);
+        assert_eq!(
+            LatencyStats::of_sorted_over(&[], 10, 0.9),
+            LatencyStats::default()
+        );
     }
 
     #[test]

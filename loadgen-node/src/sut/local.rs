@@ -51,8 +51,7 @@ impl LocalNodeSut {
                     let Some(completer) = current.lock().ok().and_then(|c| c.clone()) else {
                         continue;
                     };
-                    let n = batch.len() as u64;
-                    complete_batch(&completer, &benchmark, batch);
+                    let n = complete_batch(&completer, &benchmark, batch);
                     completed.completed.fetch_add(n, Ordering::Relaxed);
                 }
             })
@@ -69,44 +68,56 @@ impl LocalNodeSut {
     }
 }
 
-/// Decodes a batch of node messages and records them: first tokens, then
-/// completions (a sample's first token is always ahead of its completion
-/// on the channel, so this keeps each sample's order).
-fn complete_batch(completer: &Completer, benchmark: &Benchmark, batch: Vec<pb::Completion>) {
-    let mut first_tokens = Vec::new();
-    let mut outputs = Vec::with_capacity(batch.len());
+/// One decoded node message: a first token or a completion.
+struct Decoded {
+    first_token: bool,
+    id: u64,
+    data: bytes::Bytes,
+    n_tokens: i64,
+}
+
+/// Decodes a batch of node messages and records them in the order the
+/// node sent them, runs of first tokens and runs of completions each in
+/// one call; returns how many samples completed.
+fn complete_batch(completer: &Completer, benchmark: &Benchmark, batch: Vec<pb::Completion>) -> u64 {
+    let mut decoded = Vec::with_capacity(batch.len());
     for c in batch {
         if !c.error.is_empty() {
             completer.abort(format!("sample {}: {}", c.response_id, c.error));
-            return;
+            return 0;
         }
-        let (id, n_tokens, first) = (c.response_id, c.n_tokens, c.first_token);
-        let data = match completion_output(c, benchmark, u64::MAX) {
-            Ok(d) => d,
+        let (id, n_tokens, first_token) = (c.response_id, c.n_tokens, c.first_token);
+        match completion_output(c, benchmark, u64::MAX) {
+            Ok(data) => decoded.push(Decoded {
+                first_token,
+                id,
+                data,
+                n_tokens: if first_token { 0 } else { n_tokens },
+            }),
             Err(e) => {
                 completer.abort(format!("sample {id}: {e}"));
-                return;
+                return 0;
             }
-        };
-        if first {
-            first_tokens.push((id, data, 0));
-        } else {
-            outputs.push((id, data, n_tokens));
         }
     }
-    fn responses(list: &[(u64, bytes::Bytes, i64)]) -> Vec<QuerySampleResponse<'_>> {
-        list.iter()
-            .map(|(id, data, n_tokens)| QuerySampleResponse {
-                id: *id,
-                data,
-                n_tokens: *n_tokens,
+    let mut completed = 0;
+    for run in decoded.chunk_by(|a, b| a.first_token == b.first_token) {
+        let responses: Vec<QuerySampleResponse<'_>> = run
+            .iter()
+            .map(|d| QuerySampleResponse {
+                id: d.id,
+                data: &d.data,
+                n_tokens: d.n_tokens,
             })
-            .collect()
+            .collect();
+        if run[0].first_token {
+            completer.first_token(&responses);
+        } else {
+            completer.complete(&responses);
+            completed += responses.len() as u64;
+        }
     }
-    if !first_tokens.is_empty() {
-        completer.first_token(&responses(&first_tokens));
-    }
-    completer.complete(&responses(&outputs));
+    completed
 }
 
 impl SystemUnderTest for LocalNodeSut {

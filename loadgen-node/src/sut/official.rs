@@ -85,6 +85,9 @@ pub struct OfficialRun<'a> {
     pub enable_trace: bool,
     /// Keep the issued QSL indices, in order.
     pub record_issued: bool,
+    /// The test measures token latencies (first tokens go through one
+    /// thread, see `TokenCalls`).
+    pub token_latencies: bool,
 }
 
 /// Completions into the official LoadGen.
@@ -118,7 +121,7 @@ struct OwnedResponse {
 struct TokenCalls;
 
 impl TokenCalls {
-    fn start() -> mpsc::Sender<TokenCall> {
+    fn start() -> std::io::Result<mpsc::Sender<TokenCall>> {
         let (tx, rx) = mpsc::channel::<TokenCall>();
         std::thread::Builder::new()
             .name("official-tokens".into())
@@ -130,8 +133,7 @@ impl TokenCalls {
                     }
                 }
             })
-            .expect("spawn the official-tokens thread");
-        tx
+            .map(|_| tx)
     }
 }
 
@@ -396,11 +398,11 @@ pub fn run(
         qsl,
         sink: Arc::new(OfficialSink {
             counters: counters.clone(),
-            token_calls: qsl
-                .store
-                .benchmark()
-                .uses_token_latencies()
-                .then(TokenCalls::start),
+            token_calls: if options.token_latencies {
+                Some(TokenCalls::start()?)
+            } else {
+                None
+            },
         }),
         counters,
         name: String::new(),

@@ -152,7 +152,8 @@ impl QuicLink {
 }
 
 /// Sends one query on its own stream and reports completions as their
-/// frames arrive. Returns how many completions came back; a
+/// frames arrive. Returns how many completions (not first tokens) came
+/// back; a
 /// [`LinkError::Refused`] means the node refused the query itself.
 async fn run_query(
     conn: &quinn::Connection,
@@ -175,7 +176,9 @@ async fn run_query(
             let response: pb::QuicResponse = framing::decode(&frame, "QuicResponse")?;
             match response.kind {
                 Some(quic_response::Kind::Completions(batch)) => {
-                    answered += batch.completions.len();
+                    // A first token is not an answer: a stream that ends
+                    // after first tokens alone leaves its samples unanswered.
+                    answered += batch.completions.iter().filter(|c| !c.first_token).count();
                     events.completions(node, batch.completions);
                 }
                 Some(quic_response::Kind::Error(reason)) => {

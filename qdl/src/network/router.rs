@@ -229,7 +229,7 @@ impl QueryRouter {
     /// many were late (their sample had moved on).
     fn deliver(
         &self,
-        outputs: &[Output],
+        outputs: &[&Output],
         tags: Vec<Option<Sink>>,
         hand_over: impl Fn(&Sink, &[Response<'_>]),
     ) -> u64 {
@@ -271,10 +271,10 @@ struct Output {
 impl LinkEvents for QueryRouter {
     fn completions(&self, node: usize, completions: Vec<pb::Completion>) {
         let benchmark = self.store.benchmark();
-        let mut outputs = Vec::with_capacity(completions.len());
-        // A node sends a sample's first token before its completion; the
-        // batch's first tokens go first, which keeps that order.
-        let mut first_tokens = Vec::new();
+        // In the order the node sent them: a first token sent after its
+        // sample's completion must reach the LoadGen after it too (where
+        // it is an error), not be moved ahead.
+        let mut outputs: Vec<(bool, Output)> = Vec::with_capacity(completions.len());
         let mut declined = Vec::new();
         let mut decline_reason = String::new();
         let mut broken: Vec<(u64, String)> = Vec::new();
@@ -289,31 +289,31 @@ impl LinkEvents for QueryRouter {
                 }
                 continue;
             }
-            let (n_tokens, first_token) = (c.n_tokens, c.first_token);
+            let first_token = c.first_token;
+            let n_tokens = if first_token { 0 } else { c.n_tokens };
             match completion_output(c, benchmark, MAX_MESSAGE_BYTES as u64) {
-                Ok(data) if first_token => first_tokens.push(Output {
-                    id,
-                    data,
-                    n_tokens: 0,
-                }),
-                Ok(data) => outputs.push(Output { id, data, n_tokens }),
+                Ok(data) => outputs.push((first_token, Output { id, data, n_tokens })),
                 Err(e) => broken.push((id, format!("response refused: {e}"))),
             }
         }
-        if !first_tokens.is_empty() {
-            let ids: Vec<u64> = first_tokens.iter().map(|o| o.id).collect();
-            let tags = self.lock_pool().first_token(node, &ids);
-            let late = self.deliver(&first_tokens, tags, |sink, batch| sink.first_token(batch));
-            self.first_tokens
-                .fetch_add(ids.len() as u64 - late, Ordering::Relaxed);
+        for run in outputs.chunk_by(|a, b| a.0 == b.0) {
+            let first_tokens = run[0].0;
+            let ids: Vec<u64> = run.iter().map(|(_, o)| o.id).collect();
+            let run: Vec<&Output> = run.iter().map(|(_, o)| o).collect();
+            if first_tokens {
+                let tags = self.lock_pool().first_token(node, &ids);
+                let late = self.deliver(&run, tags, |sink, batch| sink.first_token(batch));
+                self.first_tokens
+                    .fetch_add(ids.len() as u64 - late, Ordering::Relaxed);
+            } else {
+                let (tags, sends) = self.lock_pool().complete(node, &ids);
+                self.send(sends);
+                let late = self.deliver(&run, tags, |sink, batch| sink.complete(batch));
+                self.completed
+                    .fetch_add(ids.len() as u64 - late, Ordering::Relaxed);
+                self.late_answers.fetch_add(late, Ordering::Relaxed);
+            }
         }
-        let ids: Vec<u64> = outputs.iter().map(|o| o.id).collect();
-        let (tags, sends) = self.lock_pool().complete(node, &ids);
-        self.send(sends);
-        let late = self.deliver(&outputs, tags, |sink, batch| sink.complete(batch));
-        self.completed
-            .fetch_add(ids.len() as u64 - late, Ordering::Relaxed);
-        self.late_answers.fetch_add(late, Ordering::Relaxed);
         for (id, error) in broken {
             self.fail_samples(node, &[id], &error);
         }

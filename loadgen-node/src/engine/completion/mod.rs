@@ -513,8 +513,8 @@ mod tests {
         let tokens = t.tokens().expect("token table");
         assert!(tokens.first_token_at(0).is_some());
         assert_eq!(tokens.kept_first_token(0), Some(&b"t"[..]));
-        assert_eq!(tokens.reported_tokens(0), Some(5));
-        assert_eq!(tokens.reported_tokens(1), Some(0));
+        assert_eq!(tokens.reported_tokens(0), 5);
+        assert_eq!(tokens.reported_tokens(1), 0);
         let (count, messages) = tokens.errors();
         assert_eq!(count, 5, "{messages:?}");
         assert!(messages[0].contains("unknown response id 7"));

@@ -9,10 +9,6 @@
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-/// `n_tokens` of a sample that has not completed (the official's
-/// `nTokenInvalid`).
-pub const NO_TOKEN_COUNT: i64 = i64::MIN;
-
 /// Error messages kept for the detail log; a SUT that gets every sample
 /// wrong still leaves a readable log (the count stays exact).
 const MAX_KEPT_ERRORS: usize = 10_000;
@@ -43,8 +39,9 @@ pub struct TokenTable {
     /// When the first token arrived: ns since the table's origin, plus 1
     /// (0: none yet). Set once.
     first_token_at: Vec<AtomicU64>,
-    /// `n_tokens` as the SUT reported it ([`NO_TOKEN_COUNT`] until the
-    /// sample completes); the accuracy log shows it unchanged.
+    /// `n_tokens` as the SUT reported it (0 until the sample completes:
+    /// whether it did is the sample table's done bit, since a SUT may
+    /// send any value); the accuracy log shows it unchanged.
     n_tokens: Vec<AtomicI64>,
     /// First-token bytes kept for the accuracy log.
     kept: Vec<OnceLock<Box<[u8]>>>,
@@ -59,9 +56,7 @@ impl TokenTable {
         Self {
             needs_first_token,
             first_token_at: (0..samples).map(|_| AtomicU64::new(0)).collect(),
-            n_tokens: (0..samples)
-                .map(|_| AtomicI64::new(NO_TOKEN_COUNT))
-                .collect(),
+            n_tokens: (0..samples).map(|_| AtomicI64::new(0)).collect(),
             kept: if keep_first_tokens {
                 (0..samples).map(|_| OnceLock::new()).collect()
             } else {
@@ -135,12 +130,10 @@ impl TokenTable {
         }
     }
 
-    /// `n_tokens` as the SUT reported it, if the sample completed.
-    pub fn reported_tokens(&self, slot: usize) -> Option<i64> {
-        match self.n_tokens[slot].load(Ordering::Acquire) {
-            NO_TOKEN_COUNT => None,
-            n => Some(n),
-        }
+    /// `n_tokens` as the SUT reported it (meaningful once the sample
+    /// completed).
+    pub fn reported_tokens(&self, slot: usize) -> i64 {
+        self.n_tokens[slot].load(Ordering::Acquire)
     }
 
     /// The first-token bytes kept for the accuracy log.
@@ -176,11 +169,10 @@ mod tests {
         t.record_first_token(0, 10, b"tok", true, false);
         t.record_completion(0, 5);
         assert_eq!(t.first_token_at(0), Some(10));
-        assert_eq!(t.reported_tokens(0), Some(5));
+        assert_eq!(t.reported_tokens(0), 5);
         assert_eq!(t.kept_first_token(0), Some(&b"tok"[..]));
         assert_eq!(t.errors().0, 0);
         assert_eq!(t.first_token_at(1), None);
-        assert_eq!(t.reported_tokens(1), None);
     }
 
     #[test]

@@ -134,6 +134,12 @@ impl<W: Write> DetailLog<W> {
         self.errors
     }
 
+    /// Counts `n` errors that are summarised in a line already written
+    /// rather than written one by one, so `num_errors` stays exact.
+    pub fn count_unwritten_errors(&mut self, n: u64) {
+        self.errors += n;
+    }
+
     /// Warning events written so far.
     pub fn warning_count(&self) -> u64 {
         self.warnings

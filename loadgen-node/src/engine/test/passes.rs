@@ -234,6 +234,7 @@ fn log_token_errors(d: &mut Detail, table: &SampleTable) -> Result<(), TestError
     if count > messages.len() as u64 {
         let more = count - messages.len() as u64;
         mllog!(d, error "error_runtime", format!("{more} more token errors like the ones above"))?;
+        d.count_unwritten_errors(more - 1);
     }
     Ok(())
 }
@@ -252,7 +253,7 @@ fn record_accuracy(
             first_token: t
                 .needs_first_token()
                 .then(|| t.kept_first_token(slot).unwrap_or_default()),
-            count: t.reported_tokens(slot).unwrap_or(0),
+            count: t.reported_tokens(slot),
         });
         ctx.accuracy.entry(sample.id, sample.index, data, tokens)?;
     }
@@ -331,9 +332,14 @@ fn measure(
     let query_latencies: Vec<i64> = (0..rec.queries_issued)
         .map(|q| table.query_done_at(q).unwrap_or(0) as i64 - rec.scheduled_ns[q] as i64)
         .collect();
-    let tokens = table
-        .tokens()
-        .map(|t| measure_tokens(t, &sample_latencies, |slot| rec.scheduled_ns[slot / spq]));
+    let tokens = table.tokens().map(|t| {
+        measure_tokens(
+            t,
+            &sample_latencies,
+            |slot| rec.scheduled_ns[slot / spq],
+            |slot| table.completed_at(slot).is_some(),
+        )
+    });
     let last = rec.queries_issued - 1;
     let max_latency = sample_latencies.iter().copied().max().unwrap_or(0);
     PerformanceResult {
@@ -359,6 +365,7 @@ fn measure_tokens(
     tokens: &TokenTable,
     sample_latencies: &[i64],
     scheduled_ns: impl Fn(usize) -> u64,
+    completed: impl Fn(usize) -> bool,
 ) -> TokenResults {
     const HOLE: i64 = i64::MIN;
     let trim = |mut v: Vec<i64>| {
@@ -375,16 +382,19 @@ fn measure_tokens(
         .collect();
     let mut tpot = Vec::with_capacity(sample_latencies.len());
     let mut counts = Vec::with_capacity(sample_latencies.len());
+    // Upstream measures a missing first token as its kInvalidLatency
+    // (i64::MIN, wrapping); in Offline, where it keeps no first tokens, as
+    // 0 (it reads past its list there).
+    let missing = if tokens.needs_first_token() { HOLE } else { 0 };
     for (slot, &latency) in sample_latencies.iter().enumerate() {
-        let Some(reported) = tokens.reported_tokens(slot) else {
+        if !completed(slot) {
             tpot.push(HOLE);
             counts.push(HOLE);
             continue;
-        };
-        let n = counted_tokens(reported);
-        // Upstream divides by n - 1 even where it refused the count (0),
-        // and measures from 0 where no first token came (Offline).
-        let since_first = latency - ttft[slot].unwrap_or(0);
+        }
+        let n = counted_tokens(tokens.reported_tokens(slot));
+        // Upstream divides by n - 1 even where it refused the count (0).
+        let since_first = latency.wrapping_sub(ttft[slot].unwrap_or(missing));
         tpot.push(since_first.wrapping_div(n - 1));
         counts.push(n);
     }
