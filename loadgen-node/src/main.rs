@@ -19,8 +19,39 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("loadgen-node: error: {e:#}");
+            eprintln!("loadgen-node: error: {}", one_line(&e));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The error and its causes on one line, each cause once: typed errors
+/// that already say their cause in their own message are not repeated.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&part);
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn causes_already_said_are_not_repeated() {
+        let inner = std::io::Error::other("connection refused");
+        let e = anyhow::Error::new(inner)
+            .context("transport error: connection refused")
+            .context("node grpc://a:1");
+        assert_eq!(
+            super::one_line(&e),
+            "node grpc://a:1: transport error: connection refused"
+        );
     }
 }
