@@ -404,6 +404,15 @@ fn embedded_default_runs_offline_and_server_through_two_local_nodes() -> Result<
         stderr.contains("issued ") && stderr.contains("samples/s"),
         "no progress line:\n{stderr}"
     );
+    let verdict = stdout
+        .split_once("\nVerdict:\n")
+        .map(|(_, v)| v)
+        .context("no verdict at the end")?;
+    ensure!(
+        verdict.contains("Offline  VALID (Samples per second:")
+            && verdict.contains("Server   VALID (Completed samples per second"),
+        "{verdict}"
+    );
     let node_log = std::fs::read_to_string(output.join("local-node-1.log"))?;
     ensure!(
         node_log.contains("stopped"),
