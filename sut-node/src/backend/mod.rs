@@ -212,13 +212,20 @@ impl BackendConfig {
     /// Checks, without starting anything, that this backend can serve
     /// `benchmark` (see [`BackendConfig::build_for`]).
     pub fn check(&self, benchmark: &Benchmark) -> Result<(), BackendError> {
-        let streams = self.streams_tokens(benchmark);
-        let kind = if streams { llm::KIND } else { self.kind.name() };
-        pairing(kind, streams, benchmark)?;
-        if streams {
+        if self.paired_streaming(benchmark)? {
             LlmBackend::new(self.llm.clone(), benchmark)?;
         }
         Ok(())
+    }
+
+    /// Whether this backend streams tokens for `benchmark`, refusing a
+    /// pairing that cannot serve it (checked before anything is built, so
+    /// that error comes first).
+    fn paired_streaming(&self, benchmark: &Benchmark) -> Result<bool, BackendError> {
+        let streams = self.streams_tokens(benchmark);
+        let kind = if streams { llm::KIND } else { self.kind.name() };
+        pairing(kind, streams, benchmark)?;
+        Ok(streams)
     }
 
     /// Starts the backend a node of `benchmark` runs: `synthetic` is the
@@ -226,8 +233,7 @@ impl BackendConfig {
     /// cost model otherwise; a streaming backend for a benchmark without
     /// token latencies, or a batch one (ONNX) for one with, is refused.
     pub fn build_for(&self, benchmark: &Benchmark) -> Result<NodeBackend, BackendError> {
-        self.check(benchmark)?;
-        Ok(if self.streams_tokens(benchmark) {
+        Ok(if self.paired_streaming(benchmark)? {
             NodeBackend::Tokens(Arc::new(LlmBackend::new(self.llm.clone(), benchmark)?))
         } else {
             NodeBackend::Batch(self.build()?)
