@@ -1,7 +1,11 @@
-//! With the `official` feature: fetches the official MLPerf LoadGen source
+//! With the `official` feature: for each round of `official/releases`,
+//! fetches that round's official MLPerf LoadGen source
 //! (official/fetch-source.sh: pinned PyPI sdist, sha256-checked, cached
 //! outside the repository) and compiles it, unaltered, with our shim
-//! (official/shim.cc). Without the feature it does nothing, so the default
+//! (official/shim.cc) into a shared library that the program embeds and
+//! loads for `--round` (two LoadGens cannot be linked into one program:
+//! their symbols are the same). `NETDIV_OFFICIAL_ROUNDS=v6.1,v5.1` limits
+//! the rounds built. Without the feature it does nothing, so the default
 //! build needs no C++ compiler.
 
 fn main() {
@@ -12,8 +16,9 @@ fn main() {
 
 #[cfg(feature = "official")]
 mod official {
-    use std::path::PathBuf;
-    use std::process::Command;
+    use std::fmt::Write as _;
+    use std::path::{Path, PathBuf};
+    use std::process::{Child, Command};
 
     /// The official library's sources, as its own build lists them.
     const OFFICIAL_SOURCES: &[&str] = &[
@@ -28,43 +33,168 @@ mod official {
         "generated/version_generated.cc",
     ];
 
+    const FLAGS: &[&str] = &["-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", "-w"];
+
+    /// One round's release: `v6.1 6.0.17 <sha256>`.
+    struct Release {
+        round: String,
+        version: String,
+    }
+
     pub fn build() {
         let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+        let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets it"));
         let script = manifest.join("official/fetch-source.sh");
         let shim = manifest.join("official/shim.cc");
-        println!("cargo:rerun-if-changed={}", script.display());
-        println!("cargo:rerun-if-changed={}", shim.display());
+        let releases_file = manifest.join("official/releases");
+        for path in [&script, &shim, &releases_file] {
+            println!("cargo:rerun-if-changed={}", path.display());
+        }
         println!("cargo:rerun-if-env-changed=NETDIV_OFFICIAL_CACHE");
+        println!("cargo:rerun-if-env-changed=NETDIV_OFFICIAL_ROUNDS");
+        let releases = wanted(read_releases(&releases_file));
+        let shim_text = std::fs::read(&shim).expect("official/shim.cc is readable");
+        let compiler = cc::Build::new().cpp(true).get_compiler();
+        let key = fnv1a(&[&shim_text, FLAGS.join(" ").as_bytes()]);
+
+        // Each round's library, cached beside its source (the cache key
+        // is the shim and the flags), compiled two at a time at most.
+        let jobs: usize = std::env::var("NUM_JOBS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(2)
+            .max(1);
+        let mut libraries = Vec::new();
+        let mut running: Vec<(Child, PathBuf, PathBuf)> = Vec::new();
+        for release in &releases {
+            let source = fetch(&script, &release.round);
+            let library = source
+                .parent()
+                .expect("the source sits in a versioned cache folder")
+                .join(format!("libnetdiv_official-{key:016x}.so"));
+            libraries.push((release, library.clone()));
+            if library.is_file() {
+                continue;
+            }
+            if running.len() >= jobs {
+                let (child, partial, done) = running.remove(0);
+                finish(child, &partial, &done);
+            }
+            let partial = library.with_extension(format!("so.{}", std::process::id()));
+            let mut command = Command::new(compiler.path());
+            command
+                .args(FLAGS)
+                .arg("-I")
+                .arg(&source)
+                .arg(&shim)
+                .args(OFFICIAL_SOURCES.iter().map(|f| source.join(f)))
+                .arg("-o")
+                .arg(&partial);
+            let child = command
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot run {}: {e}", compiler.path().display()));
+            running.push((child, partial, library));
+        }
+        for (child, partial, done) in running {
+            finish(child, &partial, &done);
+        }
+
+        let mut table = String::from(
+            "/// (round, LoadGen version, shared library) of each round this build compiled.\n\
+             pub(crate) static EMBEDDED: &[(&str, &str, &[u8])] = &[\n",
+        );
+        for (release, library) in &libraries {
+            println!("cargo:rerun-if-changed={}", library.display());
+            let _ = writeln!(
+                table,
+                "    ({:?}, {:?}, include_bytes!({:?})),",
+                release.round, release.version, library
+            );
+        }
+        table.push_str("];\n");
+        std::fs::write(out.join("official_libraries.rs"), table).expect("OUT_DIR is writable");
+    }
+
+    fn read_releases(path: &Path) -> Vec<Release> {
+        let text = std::fs::read_to_string(path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| {
+                let fields: Vec<&str> = l.split_whitespace().collect();
+                (fields.len() == 3).then(|| Release {
+                    round: fields[0].into(),
+                    version: fields[1].into(),
+                })
+            })
+            .collect()
+    }
+
+    /// The releases `NETDIV_OFFICIAL_ROUNDS` names, or all.
+    fn wanted(all: Vec<Release>) -> Vec<Release> {
+        let Ok(list) = std::env::var("NETDIV_OFFICIAL_ROUNDS") else {
+            return all;
+        };
+        let names: Vec<&str> = list
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        for name in &names {
+            if !all.iter().any(|r| r.round == *name) {
+                panic!(
+                    "NETDIV_OFFICIAL_ROUNDS names {name:?}, which official/releases does not have"
+                );
+            }
+        }
+        all.into_iter()
+            .filter(|r| names.contains(&r.round.as_str()))
+            .collect()
+    }
+
+    /// The unpacked, verified source of `round`.
+    fn fetch(script: &Path, round: &str) -> PathBuf {
         let output = Command::new("bash")
-            .arg(&script)
+            .arg(script)
+            .arg(round)
             .output()
             .unwrap_or_else(|e| panic!("cannot run bash {}: {e}", script.display()));
         if !output.status.success() {
             panic!(
-                "{} failed:\n{}",
+                "{} {round} failed:\n{}",
                 script.display(),
                 String::from_utf8_lossy(&output.stderr)
             );
         }
         let stdout = String::from_utf8_lossy(&output.stdout);
-        let source = PathBuf::from(
+        PathBuf::from(
             stdout
                 .lines()
                 .last()
                 .expect("fetch-source.sh prints the source directory")
                 .trim(),
-        );
-        let mut build = cc::Build::new();
-        build
-            .cpp(true)
-            .std("c++17")
-            .include(&source)
-            .warnings(false)
-            .file(&shim);
-        for file in OFFICIAL_SOURCES {
-            build.file(source.join(file));
+        )
+    }
+
+    /// Waits for a compile and moves its library into place.
+    fn finish(mut child: Child, partial: &Path, done: &Path) {
+        let status = child.wait().expect("the compiler runs");
+        if !status.success() {
+            panic!(
+                "compiling the official LoadGen into {} failed",
+                done.display()
+            );
         }
-        build.compile("netdiv_official_loadgen");
-        println!("cargo:rustc-link-lib=pthread");
+        std::fs::rename(partial, done)
+            .unwrap_or_else(|e| panic!("cannot move {} into place: {e}", partial.display()));
+    }
+
+    /// FNV-1a over the parts: a cache key, not a checksum.
+    fn fnv1a(parts: &[&[u8]]) -> u64 {
+        let mut hash = 0xcbf2_9ce4_8422_2325u64;
+        for byte in parts.iter().flat_map(|p| p.iter()) {
+            hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+        hash
     }
 }

@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
 # Fetches the official MLPerf LoadGen source (the PyPI sdist of
-# mlcommons-loadgen at a pinned version), verifies its sha256 and unpacks it
-# into a cache outside the repository. Nothing official is ever committed.
+# mlcommons-loadgen at a version pinned in ./releases), verifies its sha256
+# and unpacks it into a cache outside the repository. Nothing official is
+# ever committed.
 #
+# Usage: fetch-source.sh [ROUND|VERSION]   (default: the last line of
+#        ./releases, the current round; e.g. v5.1 or 5.1.2)
 # stdout: the absolute path of the unpacked source (last line). Progress: stderr.
 # Env: NETDIV_OFFICIAL_CACHE overrides the cache root.
 # Used by `cargo build -p loadgen-node --features official` and by the tests.
 set -euo pipefail
 
-readonly VERSION=6.0.17
-readonly SDIST_SHA256=a2e85d09e3cc0c606f89bfe1fbf97537c8b5b238ae0afbd923ad9c710fcf2ca8
-
 log() { echo "fetch-source: $*" >&2; }
 die() { echo "fetch-source: error: $*" >&2; exit 1; }
+
+releases="$(dirname "${BASH_SOURCE[0]}")/releases"
+[[ -f $releases ]] || die "missing $releases"
+wanted=${1:-}
+row=$(grep -v '^#' "$releases" | awk -v w="$wanted" 'NF == 3 && (w == "" || $1 == w || $2 == w) { r = $0 } END { print r }')
+[[ -n $row ]] || die "no official LoadGen release for '$wanted' in $releases (rounds: $(grep -v '^#' "$releases" | awk 'NF == 3 { printf "%s ", $1 }'))"
+read -r ROUND VERSION SDIST_SHA256 <<<"$row"
+readonly ROUND VERSION SDIST_SHA256
+log "round $ROUND: mlcommons-loadgen $VERSION"
 
 for tool in python3 tar sha256sum flock; do
   command -v "$tool" >/dev/null 2>&1 || die "'$tool' is required but not on PATH"

@@ -9,10 +9,13 @@
 //! * [`sut`]: what a test runs against: the interfaces a SUT and a QSL
 //!   implement, and the adapters netdiv has: an instant null SUT, the
 //!   sut-node's backend in this process, the QDL over the network, and
-//!   (feature `official`) the same QDL under the official C++ LoadGen.
+//!   (feature `official`) the same QDL under the official C++ LoadGen;
+//! * [`round`]: the MLPerf round a run is for, which picks the official
+//!   LoadGen release, the mlperf.conf and the Datacenter suite together.
 //!
 //! The engine knows nothing of networks; the network is the `qdl` crate's,
 //! behind [`sut::network`].
 
 pub mod engine;
+pub mod round;
 pub mod sut;

@@ -4,10 +4,11 @@
 # cache outside the repository; nothing official is ever written into it.
 #
 # stdout: the absolute path of the driver binary (last line). Progress: stderr.
+# Usage: fetch-build.sh [ROUND|VERSION]   (default: the current round; the
+#        releases are pinned in loadgen-node/official/releases)
 # Env: NETDIV_OFFICIAL_CACHE overrides the cache root.
 set -euo pipefail
 
-readonly VERSION=6.0.17
 readonly LIB_SOURCES=(
   early_stopping.cc issue_query_controller.cc loadgen.cc logging.cc
   test_settings_internal.cc utils.cc results.cc version.cc
@@ -18,6 +19,11 @@ log() { echo "fetch-build: $*" >&2; }
 die() { echo "fetch-build: error: $*" >&2; exit 1; }
 
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+releases="$script_dir/../../loadgen-node/official/releases"
+wanted=${1:-}
+VERSION=$(grep -v '^#' "$releases" | awk -v w="$wanted" 'NF == 3 && (w == "" || $1 == w || $2 == w) { r = $2 } END { print r }')
+[[ -n $VERSION ]] || die "no official LoadGen release for '$wanted' in $releases"
+readonly VERSION
 driver_src="$script_dir/driver.cc"
 cache_root=${NETDIV_OFFICIAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/netdiv/official-loadgen}
 cache="$cache_root/$VERSION"
@@ -46,7 +52,7 @@ tmp=$(mktemp -d "$cache/.tmp.XXXXXX") || die "cannot create a temp directory in 
 trap 'rm -rf "$tmp"' EXIT
 
 # 1-2. The verified, unpacked source (shared with the cargo feature).
-src=$(bash "$script_dir/../../loadgen-node/official/fetch-source.sh") \
+src=$(bash "$script_dir/../../loadgen-node/official/fetch-source.sh" "$VERSION") \
   || die "fetching the official LoadGen source failed"
 
 # 3. The static library, objects kept in the cache.

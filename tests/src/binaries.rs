@@ -11,10 +11,11 @@
 //! `NETDIV_LOADGEN_NODE`, `NETDIV_SUT_NODE`, `NETDIV_LOADGEN_NODE_OFFICIAL`
 //! and `NETDIV_OFFICIAL_DRIVER` name prebuilt binaries instead.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
@@ -55,11 +56,21 @@ pub fn sut_node_bin() -> Result<PathBuf> {
     .map_err(|e| anyhow!(e))
 }
 
-/// The official driver, built (and cached) by `tests/official/fetch-build.sh`
-/// on first use. `NETDIV_OFFICIAL_DRIVER=/path/to/official-driver` skips it.
+/// The official driver of the current round, built (and cached) by
+/// `tests/official/fetch-build.sh` on first use.
+/// `NETDIV_OFFICIAL_DRIVER=/path/to/official-driver` skips it.
 pub fn official_driver_bin() -> Result<PathBuf> {
-    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BIN.get_or_init(|| build_official_driver().map_err(|e| format!("{e:#}")))
+    official_driver_bin_for(None)
+}
+
+/// The official driver linked with the LoadGen of `round` (`v5.1`; `None`:
+/// the current round), built and cached on first use.
+pub fn official_driver_bin_for(round: Option<&str>) -> Result<PathBuf> {
+    static BINS: Mutex<BTreeMap<String, Result<PathBuf, String>>> = Mutex::new(BTreeMap::new());
+    let key = round.unwrap_or("").to_string();
+    let mut bins = BINS.lock().unwrap_or_else(|p| p.into_inner());
+    bins.entry(key)
+        .or_insert_with(|| build_official_driver(round).map_err(|e| format!("{e:#}")))
         .clone()
         .map_err(|e| anyhow!(e))
 }
@@ -180,13 +191,16 @@ fn build_release_bin(name: &str, env_override: &str) -> Result<PathBuf> {
     Ok(executable)
 }
 
-fn build_official_driver() -> Result<PathBuf> {
-    if let Some(path) = existing_file_from_env("NETDIV_OFFICIAL_DRIVER")? {
-        return Ok(path);
+fn build_official_driver(round: Option<&str>) -> Result<PathBuf> {
+    if round.is_none() {
+        if let Some(path) = existing_file_from_env("NETDIV_OFFICIAL_DRIVER")? {
+            return Ok(path);
+        }
     }
     let script = workspace_root().join("tests/official/fetch-build.sh");
     let output = Command::new("bash")
         .arg(&script)
+        .args(round)
         .stdin(Stdio::null())
         .output()
         .with_context(|| format!("cannot run bash {}", script.display()))?;

@@ -19,7 +19,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
-use crate::binaries::{loadgen_node_bin, official_driver_bin};
+use crate::binaries::{loadgen_node_bin, official_driver_bin_for};
 use crate::mlperf_logs::{parse_accuracy, parse_detail, parse_issued, AccuracyEntry};
 use crate::process::run_with_deadline;
 use crate::text::tail;
@@ -48,10 +48,11 @@ impl Engine {
         }
     }
 
-    /// The engine's binary (built on first use).
-    pub fn binary(self) -> Result<PathBuf> {
+    /// The engine's binary (built on first use); the official one is
+    /// linked with the LoadGen of `round` (`None`: the current round).
+    pub fn binary(self, round: Option<&str>) -> Result<PathBuf> {
         match self {
-            Engine::Official => official_driver_bin(),
+            Engine::Official => official_driver_bin_for(round),
             Engine::Ours => loadgen_node_bin(),
         }
     }
@@ -90,6 +91,9 @@ pub struct RunSpec {
     /// The run is meant to log runtime errors: `loadgen-node` then exits 1
     /// after writing every log, which counts as a finished run.
     pub errors_expected: bool,
+    /// The round (`v5.1`): the official driver of its LoadGen, and
+    /// `--round` for ours. `None`: the current round, no flag.
+    pub round: Option<String>,
 }
 
 impl RunSpec {
@@ -113,7 +117,13 @@ impl RunSpec {
             timeout: DEFAULT_TIMEOUT,
             null_output_tokens: None,
             errors_expected: false,
+            round: None,
         }
+    }
+
+    pub fn round(mut self, round: &str) -> Self {
+        self.round = Some(round.to_string());
+        self
     }
 
     pub fn errors_expected(mut self, on: bool) -> Self {
@@ -271,12 +281,15 @@ impl RunOutput {
 /// stray `audit.config`). Fails if the engine cannot start, times out or
 /// exits unsuccessfully; the error carries the end of its stderr.
 pub fn run(engine: Engine, spec: &RunSpec, dir: &Path) -> Result<RunOutput> {
-    let binary = engine.binary()?;
+    let binary = engine.binary(spec.round.as_deref())?;
     let out_dir = dir.join(engine.name());
     fs::create_dir_all(&out_dir).with_context(|| format!("cannot create {}", out_dir.display()))?;
     let mut command = Command::new(&binary);
     if engine == Engine::Ours {
         command.args(["run", "--sut", "null"]);
+        if let Some(round) = &spec.round {
+            command.args(["--round", round]);
+        }
     }
     command.args(spec.flags(&out_dir));
     let shown = format!("{command:?}");

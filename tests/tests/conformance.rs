@@ -80,6 +80,7 @@ struct Case {
     model: Option<&'static str>,
     output_tokens: Option<i64>,
     errors_expected: bool,
+    round: Option<&'static str>,
 }
 
 impl Case {
@@ -102,7 +103,15 @@ impl Case {
             model: None,
             output_tokens: None,
             errors_expected: false,
+            round: None,
         }
+    }
+
+    /// Another round: the official driver of that round's LoadGen, and
+    /// `--round` for ours.
+    fn round(mut self, round: &'static str) -> Self {
+        self.round = Some(round);
+        self
     }
 
     /// The SUT breaks a rule, so both engines log runtime errors.
@@ -149,6 +158,9 @@ impl Case {
             spec = spec.null_output_tokens(n);
         }
         spec = spec.errors_expected(self.errors_expected);
+        if let Some(round) = self.round {
+            spec = spec.round(round);
+        }
         let (official, ours) = match run_both(&spec, &dir) {
             Ok(pair) => pair,
             Err(e) => panic!(
@@ -988,6 +1000,117 @@ fn gptj_server_infers_tokens() {
         SERVER,
     )
     .model("gptj")
+    .check();
+}
+
+// Round v5.1 against the official LoadGen 5.1.2: the round's seeds from
+// each engine's built-in mlperf.conf, the performance set drawn from the
+// whole QSL (4096 samples, 1024 loaded), no accuracy sample count
+// override (a user.conf line for it is not read).
+
+#[test]
+fn v5_1_single_stream() {
+    Case::new(
+        "v5_1_single_stream",
+        "SingleStream",
+        "PerformanceOnly",
+        4096,
+        1024,
+        SINGLE_STREAM,
+    )
+    .round("v5.1")
+    .check();
+}
+
+#[test]
+fn v5_1_server() {
+    Case::new(
+        "v5_1_server",
+        "Server",
+        "PerformanceOnly",
+        4096,
+        1024,
+        SERVER,
+    )
+    .round("v5.1")
+    .check();
+}
+
+#[test]
+fn v5_1_multi_stream() {
+    Case::new(
+        "v5_1_multi_stream",
+        "MultiStream",
+        "PerformanceOnly",
+        4096,
+        1024,
+        MULTI_STREAM,
+    )
+    .round("v5.1")
+    .check();
+}
+
+#[test]
+fn v5_1_accuracy_offline_ignores_the_accuracy_override() {
+    Case::new(
+        "v5_1_accuracy_offline",
+        "Offline",
+        "AccuracyOnly",
+        1000,
+        200,
+        OFFLINE,
+    )
+    .with_user_conf("*.Offline.accuracy_sample_count_override = 300\n")
+    .round("v5.1")
+    .check();
+}
+
+#[test]
+fn v5_1_llama2_70b_server() {
+    Case::new(
+        "v5_1_llama2_70b_server",
+        "Server",
+        "PerformanceOnly",
+        4096,
+        1024,
+        SERVER,
+    )
+    .model("llama2-70b")
+    .output_tokens(10)
+    .round("v5.1")
+    .check();
+}
+
+/// Round v5.0 against LoadGen 5.0.21, whose summary says "Time to Output
+/// Token" for the min, max and mean of the time per output token.
+#[test]
+fn v5_0_llama2_70b_server() {
+    Case::new(
+        "v5_0_llama2_70b_server",
+        "Server",
+        "PerformanceOnly",
+        4096,
+        1024,
+        SERVER,
+    )
+    .model("llama2-70b")
+    .output_tokens(10)
+    .round("v5.0")
+    .check();
+}
+
+/// The current round's LoadGen reads the override: 300 of 1000 samples.
+#[test]
+fn accuracy_offline_with_the_accuracy_override() {
+    Case::new(
+        "accuracy_offline_override",
+        "Offline",
+        "AccuracyOnly",
+        1000,
+        200,
+        OFFLINE,
+    )
+    .with_user_conf("*.Offline.accuracy_sample_count_override = 300\n")
     .check();
 }
 

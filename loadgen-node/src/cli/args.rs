@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use super::progress::ProgressMode;
 use loadgen_node::engine::rng::UniformIntVariant;
 use loadgen_node::engine::settings::{Scenario, TestMode};
+use loadgen_node::round::Round;
 use netdiv_proto::Benchmark;
 use qdl::dispatch::DispatchPolicy;
 use qdl::node_url::NodeUrl;
@@ -91,6 +92,13 @@ pub enum Engine {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    /// The MLPerf round the run is for (v5.0, v5.1, v6.0, v6.1): picks the
+    /// official LoadGen release, the embedded mlperf.conf (seeds) and the
+    /// Datacenter suite a network run's benchmark and scenario must be in
+    /// [default: the current round, v6.1, without the suite check; --sut
+    /// runs are never checked].
+    #[arg(long, value_name = "ROUND")]
+    pub round: Option<Round>,
     /// The LoadGen that runs the test.
     #[arg(long, value_enum, default_value = "netdiv")]
     pub loadgen: Engine,

@@ -26,11 +26,19 @@ struct LocalNode {
 }
 
 impl LocalNode {
-    fn start(program: &Path, name: &str, config: &Path, log: &Path) -> Result<LocalNode> {
+    fn start(
+        program: &Path,
+        name: &str,
+        benchmark: &str,
+        config: &Path,
+        log: &Path,
+    ) -> Result<LocalNode> {
         let mut child = Command::new(program)
             .args([
                 "--name",
                 name,
+                "--benchmark",
+                benchmark,
                 "--listen",
                 "127.0.0.1:0",
                 "--transport",
@@ -183,17 +191,29 @@ pub fn run_default(args: &RunArgs) -> Result<()> {
     if args.record_issued.is_some() && args.scenario.is_none() {
         bail!("--record-issued with the embedded default needs --scenario (it runs two tests)");
     }
+    super::setup::check_interactive(args)?;
+    let scenarios = match args.scenario {
+        Some(s) => vec![s.scenario],
+        None => vec![Scenario::Offline, Scenario::Server],
+    };
+    for scenario in &scenarios {
+        super::setup::check_round(args, *scenario)?;
+    }
     let program = sut_node_program(args)?;
     std::fs::create_dir_all(&args.output)
         .with_context(|| format!("cannot create {}", args.output.display()))?;
     let config = args.output.join("embedded-sut-node.toml");
     std::fs::write(&config, NODE_CONFIG)
         .with_context(|| format!("cannot write {}", config.display()))?;
+    // The nodes serve the run's benchmark (the config's is ResNet-50).
+    let benchmark = super::setup::benchmark(args).to_string();
     let mut nodes = Vec::new();
     for i in 1..=NODES {
         let name = format!("local-node-{i}");
         let log = args.output.join(format!("{name}.log"));
-        nodes.push(LocalNode::start(&program, &name, &config, &log)?);
+        nodes.push(LocalNode::start(
+            &program, &name, &benchmark, &config, &log,
+        )?);
     }
     let urls: Vec<NodeUrl> = nodes.iter().map(|n| n.url.clone()).collect();
     println!(
@@ -203,11 +223,6 @@ pub fn run_default(args: &RunArgs) -> Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    super::setup::check_interactive(args)?;
-    let scenarios = match args.scenario {
-        Some(s) => vec![s.scenario],
-        None => vec![Scenario::Offline, Scenario::Server],
-    };
     let mut verdicts = Vec::new();
     for scenario in scenarios {
         println!("\n== {} through the QDL ==", scenario.name());

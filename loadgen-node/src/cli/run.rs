@@ -31,6 +31,7 @@ pub fn command(args: &RunArgs) -> Result<()> {
         .context("--scenario is required with --sut or --sut-node")?
         .scenario;
     setup::check_interactive(args)?;
+    setup::check_round(args, scenario)?;
     if args.sut.is_some() && args.loadgen == Engine::Official {
         bail!("--loadgen official drives network SUTs (--sut-node or the embedded default), not --sut null, synthetic or local");
     }
@@ -104,7 +105,7 @@ pub fn run_network(
 ) -> Result<()> {
     let qsl = setup::qsl(args)?;
     let settings = setup::settings(args, scenario, embedded_conf)?;
-    let config = setup::qdl_config(&args.network, nodes)?;
+    let config = setup::qdl_config(&args.network, nodes, qsl.store.benchmark())?;
     let network = qdl::NetworkSut::connect(config, qsl.store.clone())?;
     for (url, info) in network.node_urls().iter().zip(network.node_infos()) {
         eprintln!(
@@ -183,6 +184,7 @@ fn run_official(
         qsl,
         counters,
         &OfficialRun {
+            round: setup::round(args).name(),
             scenario: settings.scenario,
             mode: settings.mode,
             model: &model,
@@ -252,6 +254,7 @@ fn run_test(
         uniform_int: args.uniform_int,
         audit_config: args.audit_conf.clone(),
         record_issued: args.record_issued.is_some(),
+        release: setup::round(args).release(),
     };
     let _progress = counters.map(|c| {
         ProgressLine::start(

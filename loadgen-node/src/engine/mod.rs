@@ -2,6 +2,8 @@
 //!
 //! In the order a test uses them:
 //!
+//! * [`release`]: what differs between the official releases it
+//!   reproduces (one per round);
 //! * [`settings`]: mlperf.conf, user.conf and audit.config, and the
 //!   effective settings derived from them;
 //! * [`rng`]: the official LoadGen's random numbers, bit for bit;
@@ -19,6 +21,7 @@ pub mod early_stopping;
 pub mod generate;
 pub mod issue;
 pub mod logs;
+pub mod release;
 pub mod results;
 pub mod rng;
 pub mod settings;

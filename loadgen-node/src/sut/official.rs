@@ -43,30 +43,118 @@ struct RunOptions {
     enable_trace: c_int,
 }
 
-extern "C" {
-    fn netdiv_official_run(
-        callbacks: *const Callbacks,
-        options: *const RunOptions,
-        err: *mut c_char,
-        err_cap: usize,
-    ) -> c_int;
-    fn netdiv_official_complete(
-        ids: *const u64,
-        data: *const *const u8,
-        sizes: *const usize,
-        n_tokens: *const i64,
-        n: usize,
-    );
-    fn netdiv_official_first_token(
-        ids: *const u64,
-        data: *const *const u8,
-        sizes: *const usize,
-        n: usize,
-    );
+type RunFn = unsafe extern "C" fn(*const Callbacks, *const RunOptions, *mut c_char, usize) -> c_int;
+type CompleteFn =
+    unsafe extern "C" fn(*const u64, *const *const u8, *const usize, *const i64, usize);
+type FirstTokenFn = unsafe extern "C" fn(*const u64, *const *const u8, *const usize, usize);
+
+/// One round's official LoadGen with the shim, as build.rs compiled it
+/// into a shared library, loaded from the copy embedded in this program.
+struct Library {
+    round: &'static str,
+    run: RunFn,
+    complete: CompleteFn,
+    first_token: FirstTokenFn,
+    /// Keeps the code mapped (never unloaded).
+    _library: libloading::Library,
+}
+
+mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/official_libraries.rs"));
+}
+
+/// The library loaded in this process: one round per process.
+static LOADED: std::sync::OnceLock<Library> = std::sync::OnceLock::new();
+
+/// The rounds this build embeds an official LoadGen for.
+pub fn embedded_rounds() -> Vec<&'static str> {
+    embedded::EMBEDDED
+        .iter()
+        .map(|(round, _, _)| *round)
+        .collect()
+}
+
+/// Loads the official LoadGen of `round` (once per process).
+fn load(round: &'static str) -> anyhow::Result<&'static Library> {
+    if let Some(library) = LOADED.get() {
+        if library.round != round {
+            anyhow::bail!(
+                "this process already runs the official LoadGen of round {}; one round per process",
+                library.round
+            );
+        }
+        return Ok(library);
+    }
+    let Some((_, version, bytes)) = embedded::EMBEDDED.iter().find(|(r, _, _)| *r == round) else {
+        anyhow::bail!(
+            "this loadgen-node has no official LoadGen for round {round} (built with: {}); \
+             rebuild with NETDIV_OFFICIAL_ROUNDS unset (all rounds) or naming {round}",
+            embedded_rounds().join(", ")
+        );
+    };
+    let library = open_in_memory(round, bytes).map_err(|e| {
+        anyhow::anyhow!("cannot load the official LoadGen {version} of round {round}: {e}")
+    })?;
+    Ok(LOADED.get_or_init(|| library))
+}
+
+/// dlopen()s `bytes` through an in-memory file: nothing is written to disk.
+fn open_in_memory(round: &'static str, bytes: &[u8]) -> std::io::Result<Library> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let name = CString::new(format!("netdiv-official-{round}")).expect("no NUL");
+    // SAFETY: a valid C string; the result is checked.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor that nothing else owns.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    file.write_all(bytes)?;
+    let path = format!("/proc/self/fd/{}", file.as_raw_fd());
+    let to_io = |e: libloading::Error| std::io::Error::other(e.to_string());
+    // SAFETY: the library is the official LoadGen and our shim, whose
+    // initialisers only set up statics.
+    let library = unsafe {
+        libloading::os::unix::Library::open(
+            Some(&path),
+            libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL,
+        )
+    }
+    .map_err(to_io)?;
+    let library = libloading::Library::from(library);
+    drop(file);
+    // SAFETY: the shim defines these with exactly these signatures.
+    unsafe {
+        let run = *library
+            .get::<RunFn>(b"netdiv_official_run\0")
+            .map_err(to_io)?;
+        let complete = *library
+            .get::<CompleteFn>(b"netdiv_official_complete\0")
+            .map_err(to_io)?;
+        let first_token = *library
+            .get::<FirstTokenFn>(b"netdiv_official_first_token\0")
+            .map_err(to_io)?;
+        Ok(Library {
+            round,
+            run,
+            complete,
+            first_token,
+            _library: library,
+        })
+    }
+}
+
+/// The loaded library (completions arrive only during a run, after `load`).
+fn loaded() -> &'static Library {
+    LOADED
+        .get()
+        .expect("completions arrive only while a test runs")
 }
 
 /// What to run: the same inputs our engine takes.
 pub struct OfficialRun<'a> {
+    /// The round whose official LoadGen runs the test (`v6.1`).
+    pub round: &'static str,
     /// The scenario to run.
     pub scenario: Scenario,
     /// What the run does.
@@ -175,7 +263,7 @@ fn columns(responses: &[qdl::Response<'_>]) -> Columns {
 fn call_first_token(responses: &[qdl::Response<'_>]) {
     let (ids, data, sizes, _) = columns(responses);
     // SAFETY: as in `call_complete`.
-    unsafe { netdiv_official_first_token(ids.as_ptr(), data.as_ptr(), sizes.as_ptr(), ids.len()) };
+    unsafe { (loaded().first_token)(ids.as_ptr(), data.as_ptr(), sizes.as_ptr(), ids.len()) };
 }
 
 /// `mlperf::QuerySamplesComplete` for these samples.
@@ -185,7 +273,7 @@ fn call_complete(responses: &[qdl::Response<'_>]) {
     // pointer valid for its size until this call returns (the LoadGen
     // copies what it keeps).
     unsafe {
-        netdiv_official_complete(
+        (loaded().complete)(
             ids.as_ptr(),
             data.as_ptr(),
             sizes.as_ptr(),
@@ -370,6 +458,7 @@ pub fn run(
             "the official LoadGen runs one test per process (it reads mlperf.conf only once)"
         );
     }
+    let library = load(options.round)?;
     std::fs::create_dir_all(options.outdir)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", options.outdir.display()))?;
     let mlperf_conf_text = options
@@ -434,7 +523,7 @@ pub fn run(
     let mut err = vec![0 as c_char; 1024];
     // SAFETY: every pointer lives until the call returns; `ctx` is used only
     // through the callbacks during the call.
-    let rc = unsafe { netdiv_official_run(&callbacks, &run_options, err.as_mut_ptr(), err.len()) };
+    let rc = unsafe { (library.run)(&callbacks, &run_options, err.as_mut_ptr(), err.len()) };
     if rc != 0 {
         // SAFETY: the C++ side NUL-terminates what it writes.
         let reason = unsafe { std::ffi::CStr::from_ptr(err.as_ptr()) };

@@ -81,7 +81,7 @@ fn main() -> ExitCode {
 fn bench(options: &Options) -> Result<String> {
     // Build / locate both up front, so build output is not mixed into timings.
     for engine in Engine::ALL {
-        let path = engine.binary()?;
+        let path = engine.binary(None)?;
         eprintln!("loadgen-bench: {engine}: {}", path.display());
     }
     let mut report = String::new();

@@ -180,10 +180,12 @@ pub fn render(s: &PerformanceSummary) -> String {
         "performance_sample_count : {}",
         st.performance_sample_count
     ));
-    line(format!(
-        "accuracy_sample_count : {}",
-        st.accuracy_sample_count
-    ));
+    if st.release.accuracy_sample_count_override {
+        line(format!(
+            "accuracy_sample_count : {}",
+            st.accuracy_sample_count
+        ));
+    }
     if st.sample_concatenate_permutation {
         line("WARNING: sample_concatenate_permutation was set to true. \nGenerated samples per query might be different as the one in the setting.\nCheck the generated_samples_per_query line in the detailed log for the real\nsamples_per_query value".into());
     }
@@ -256,7 +258,12 @@ fn token_stats(line: &mut impl FnMut(String), s: &PerformanceSummary, tokens: &T
     }
     stats_block(line, &tokens.first_token, &FIRST_TOKEN);
     line(String::new());
-    stats_block(line, &tokens.time_per_output_token, &TIME_PER_OUTPUT_TOKEN);
+    let tpot_labels = if s.settings.release.tpot_summary_says_to {
+        &TIME_TO_OUTPUT_TOKEN
+    } else {
+        &TIME_PER_OUTPUT_TOKEN
+    };
+    stats_block(line, &tokens.time_per_output_token, tpot_labels);
 }
 
 /// The labels of one statistics block, padded as upstream pads them.
@@ -288,6 +295,14 @@ const TIME_PER_OUTPUT_TOKEN: BlockLabels = BlockLabels {
     max: "Max Time per Output Token (ns)                : ",
     mean: "Mean Time per Output Token (ns)               : ",
     percentile: " percentile time to output token (ns)   : ",
+};
+
+/// LoadGen 5.0 said "to" where later releases say "per".
+const TIME_TO_OUTPUT_TOKEN: BlockLabels = BlockLabels {
+    min: "Min Time to Output Token (ns)                : ",
+    max: "Max Time to Output Token (ns)                : ",
+    mean: "Mean Time to Output Token (ns)               : ",
+    ..TIME_PER_OUTPUT_TOKEN
 };
 
 /// Min, max, mean and the percentiles of `stats`.

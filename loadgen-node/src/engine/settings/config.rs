@@ -11,7 +11,7 @@ use std::path::Path;
 use super::{Scenario, TestMode, TestSettings};
 
 /// The defaults of this MLPerf round, compiled in.
-pub const EMBEDDED_MLPERF_CONF: &str = include_str!("mlperf.conf");
+pub const EMBEDDED_MLPERF_CONF: &str = include_str!("mlperf-conf/v6.1.conf");
 
 /// A problem with a config file, naming where and why.
 #[derive(Debug, thiserror::Error)]

@@ -3,6 +3,7 @@
 //! equal-issue padding, overrides).
 
 use super::{Scenario, TestMode, TestSettings};
+use crate::engine::release::LoadgenRelease;
 
 /// Settings in effect for one run; the names match the `effective_*` keys of
 /// the detail log.
@@ -71,6 +72,8 @@ pub struct EffectiveSettings {
     pub performance_sample_count: u64,
     /// Samples an accuracy run covers: the override, or every QSL sample.
     pub accuracy_sample_count: u64,
+    /// The official release whose behaviour the test reproduces.
+    pub release: LoadgenRelease,
     /// Equal-issue mode: issue whole permutations of the loaded set.
     pub sample_concatenate_permutation: bool,
     /// Measure first-token and per-token latencies (refused by netdiv).
@@ -84,6 +87,17 @@ pub struct EffectiveSettings {
 }
 
 impl EffectiveSettings {
+    /// These settings as `release` derives them: before 6.0 an accuracy
+    /// run covers the whole QSL whatever `accuracy_sample_count_override`
+    /// says (the key did not exist).
+    pub fn under(mut self, release: LoadgenRelease, qsl_total_count: u64) -> Self {
+        self.release = release;
+        if !release.accuracy_sample_count_override {
+            self.accuracy_sample_count = qsl_total_count;
+        }
+        self
+    }
+
     /// Derives the effective settings for a QSL with the given counts.
     pub fn new(req: &TestSettings, qsl_performance_count: u64, qsl_total_count: u64) -> Self {
         let mut problems = Vec::new();
@@ -210,6 +224,7 @@ impl EffectiveSettings {
             performance_issue_same_index: req.performance_issue_same_index,
             performance_sample_count,
             accuracy_sample_count,
+            release: LoadgenRelease::CURRENT,
             sample_concatenate_permutation: req.sample_concatenate_permutation,
             use_token_latencies: req.use_token_latencies,
             infer_token_latencies: req.infer_token_latencies,

@@ -6,6 +6,7 @@
 use super::{Detail, TestError};
 use crate::engine::logs::detail::Value;
 use crate::engine::logs::format::fixed;
+use crate::engine::release::LoadgenRelease;
 use crate::engine::results::{PerformanceSummary, LATENCY_PERCENTILES};
 use crate::engine::settings::{EffectiveSettings, Scenario, TestSettings};
 use crate::mllog;
@@ -13,19 +14,33 @@ use crate::mllog;
 /// A key and its value, to log in order.
 type Pair = (&'static str, Value);
 
-fn log_pairs(d: &mut Detail, pairs: Vec<Pair>) -> Result<(), TestError> {
-    for (key, value) in pairs {
+fn log_pairs(d: &mut Detail, pairs: Vec<Pair>, release: LoadgenRelease) -> Result<(), TestError> {
+    for (key, value) in pairs.into_iter().filter(|(key, _)| logged_by(release, key)) {
         mllog!(d, key, value)?;
     }
     Ok(())
 }
 
+/// Whether `release` logs a settings key: releases before 6.0 had no
+/// accuracy sample count override, and no keys for it.
+fn logged_by(release: LoadgenRelease, key: &str) -> bool {
+    release.accuracy_sample_count_override
+        || !matches!(
+            key,
+            "requested_accuracy_sample_count_override" | "effective_accuracy_sample_count"
+        )
+}
+
 /// The `requested_*` keys: the settings as the config files gave them.
-pub(super) fn log_requested(d: &mut Detail, s: &TestSettings) -> Result<(), TestError> {
+pub(super) fn log_requested(
+    d: &mut Detail,
+    s: &TestSettings,
+    release: LoadgenRelease,
+) -> Result<(), TestError> {
     mllog!(d, "requested_scenario", s.scenario.name())?;
     mllog!(d, "requested_test_mode", s.mode.name())?;
-    log_pairs(d, requested_scenario_pairs(s))?;
-    log_pairs(d, requested_common_pairs(s))?;
+    log_pairs(d, requested_scenario_pairs(s), release)?;
+    log_pairs(d, requested_common_pairs(s), release)?;
     if s.use_token_latencies {
         mllog!(d, "requested_use_token_latencies", true)?;
         if s.scenario != Scenario::Offline {
@@ -217,7 +232,7 @@ pub(super) fn log_effective(d: &mut Detail, s: &EffectiveSettings) -> Result<(),
             s.sample_concatenate_permutation.into(),
         ),
     ];
-    log_pairs(d, pairs)
+    log_pairs(d, pairs, s.release)
 }
 
 /// The `result_*` keys of a performance run, then `num_errors`.

@@ -20,6 +20,7 @@ use crate::engine::logs::accuracy::AccuracyLog;
 use crate::engine::logs::detail::DetailLog;
 use crate::engine::logs::trace::TraceLog;
 use crate::engine::logs::{self, summary, LogSettings};
+use crate::engine::release::LoadgenRelease;
 use crate::engine::results::PerformanceSummary;
 use crate::engine::rng::UniformIntVariant;
 use crate::engine::settings::{
@@ -63,6 +64,8 @@ pub struct EngineOptions {
     pub audit_config: Option<PathBuf>,
     /// Record every issued QSL index in issue order.
     pub record_issued: bool,
+    /// The official release to reproduce (that of the run's round).
+    pub release: LoadgenRelease,
 }
 
 /// What a finished test reports back.
@@ -135,7 +138,8 @@ pub fn start_test(
         &settings,
         qsl.performance_sample_count() as u64,
         qsl.total_sample_count() as u64,
-    );
+    )
+    .under(ctx.options.release, qsl.total_sample_count() as u64);
     log_settings_keys(&mut ctx.detail, &settings, &effective)?;
     let performance = run_mode(&mut ctx, &effective)?;
     let finished = LogFiles {
@@ -192,10 +196,12 @@ fn log_header(ctx: &mut Context, origin_wall: SystemTime, name_ns: u64) -> Resul
         d,
         "loadgen_version",
         format!(
-            "netdiv-loadgen {} (not the official MLPerf LoadGen)",
-            env!("CARGO_PKG_VERSION")
+            "netdiv-loadgen {} (not the official MLPerf LoadGen; reproduces LoadGen {})",
+            env!("CARGO_PKG_VERSION"),
+            ctx.options.release.version
         )
     )?;
+    mllog!(d, "netdiv_round", ctx.options.release.round)?;
     mllog!(d, "loadgen_engine", "netdiv")?;
     mllog!(d, "test_datetime", iso8601_utc(origin_wall))?;
     mllog!(d, "sut_name", ctx.sut_name.clone())?;
@@ -246,7 +252,7 @@ fn log_settings_keys(
     for problem in &effective.problems {
         mllog!(d, error "error_invalid_test_settings", problem.clone())?;
     }
-    detail_keys::log_requested(d, settings)?;
+    detail_keys::log_requested(d, settings, effective.release)?;
     detail_keys::log_effective(d, effective)?;
     if settings.server_num_issue_query_threads != 0 {
         mllog!(d, warning "warning_generic_message", "server_num_issue_query_threads is not supported by netdiv; queries are issued from one thread")?;

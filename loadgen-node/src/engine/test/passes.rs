@@ -61,10 +61,16 @@ pub(super) fn first_performance_set(
     settings: &EffectiveSettings,
 ) -> Result<LoadableSet, TestError> {
     let t0 = ctx.origin.elapsed().as_nanos() as u64;
+    // Before 6.0 the whole QSL was shuffled and the first set loaded.
+    let shuffled = if settings.release.performance_sets_from_whole_qsl {
+        ctx.qsl.total_sample_count()
+    } else {
+        settings.performance_sample_count as usize
+    };
     let set = loadable_sets(
         settings,
         ctx.qsl.total_sample_count(),
-        settings.performance_sample_count as usize,
+        shuffled,
         ctx.options.uniform_int,
     )
     .into_iter()
