@@ -119,6 +119,40 @@ pub struct TokenProfile {
     pub output: TokenCounts,
 }
 
+/// Inputs whose size varies from sample to sample the way the data set's
+/// do: volumes of a varying number of slices (3D-UNet's KiTS19 cases). A
+/// sample's shape is `[1, slices, slice...]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VolumeProfile {
+    /// The shape of one slice.
+    pub slice: &'static [usize],
+    /// Slices per volume: mean, fewest and most.
+    pub slices: TokenCounts,
+}
+
+impl VolumeProfile {
+    /// The shape of the volume at `u` in `[0, 1)` (see [`TokenCounts::at`]).
+    pub fn shape_at(&self, u: f64) -> Vec<usize> {
+        let mut shape = vec![1, self.slices.at(u) as usize];
+        shape.extend_from_slice(self.slice);
+        shape
+    }
+
+    /// The shape of volume `index` of a data set drawn with `seed`: the
+    /// draws follow a golden-ratio sequence, so even the first few dozen
+    /// volumes (KiTS19 has 43) average close to the profile's mean.
+    pub fn shape_of(&self, seed: u64, index: usize) -> Vec<usize> {
+        const GOLDEN: f64 = 0.618_033_988_749_894_9;
+        let offset = (seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) as f64 / (1u64 << 53) as f64;
+        self.shape_at((offset + index as f64 * GOLDEN).fract())
+    }
+
+    /// Elements of one slice.
+    pub fn slice_elements(&self) -> usize {
+        self.slice.iter().product()
+    }
+}
+
 /// One row of the table: what every name of one benchmark shares.
 #[derive(Debug, PartialEq, Eq)]
 pub struct BenchmarkSpec {
@@ -152,6 +186,9 @@ pub struct BenchmarkSpec {
     pub token_latencies: bool,
     /// Prompt and answer lengths, for benchmarks with token latencies.
     pub tokens: Option<TokenProfile>,
+    /// How input sizes vary, for benchmarks whose inputs are volumes of
+    /// varying size (`shape` is then the largest).
+    pub volumes: Option<VolumeProfile>,
     /// What a sample is, for `--help` and docs.
     pub note: &'static str,
 }
@@ -179,7 +216,25 @@ const ROW: BenchmarkSpec = BenchmarkSpec {
     output_codecs: NONE,
     token_latencies: false,
     tokens: None,
+    volumes: None,
     note: "",
+};
+
+/// The most slices of a synthetic KiTS19 volume.
+const KITS19_MOST_SLICES: usize = 896;
+
+/// Synthetic KiTS19 volumes: 256 x 256 slices, 503 on average, so a volume
+/// averages 32,964,608 float32 elements, within 0.1 % of the 32,944,795 of
+/// the rules' bandwidth table. The data set's own distribution is not
+/// published beside it; the spread (192 to 896 slices, a long tail of
+/// large cases) is an approximation.
+const KITS19_VOLUMES: VolumeProfile = VolumeProfile {
+    slice: &[256, 256],
+    slices: TokenCounts {
+        mean: 503,
+        min: 192,
+        max: KITS19_MOST_SLICES as u32,
+    },
 };
 
 /// A token-id LLM's profile (approximate, see [`TokenProfile`]).
@@ -246,13 +301,16 @@ pub const TABLE: &[BenchmarkSpec] = &[
     BenchmarkSpec {
         name: "3d-unet",
         accuracy_targets: TWO_TARGETS,
-        shape: &[1, 128, 128, 128],
+        shape: &[1, KITS19_MOST_SLICES, 256, 256],
         dtype: DType::F32,
         total_sample_count: 43,
         performance_sample_count: 43,
         input_codecs: LOSSLESS,
         output_codecs: LOSSLESS,
-        note: "one KiTS19 volume, shown at the 128^3 patch size",
+        volumes: Some(KITS19_VOLUMES),
+        note:
+            "one preprocessed KiTS19 CT volume, float32, of varying size: 1 x slices x 256 x 256, \
+               192 to 896 slices averaging the rules' 32,944,795 elements (about 132 MB)",
         ..ROW
     },
     BenchmarkSpec {
@@ -429,6 +487,25 @@ pub const TABLE: &[BenchmarkSpec] = &[
         total_sample_count: 349823,
         performance_sample_count: 349823,
         note: "a user's history of item ids, padded (approximate)",
+        ..ROW
+    },
+    BenchmarkSpec {
+        name: "e2e-rag-qna",
+        shape: &[4096],
+        dtype: DType::I32,
+        total_sample_count: 824,
+        performance_sample_count: 824,
+        note: "a FRAMES question for the end-to-end RAG pipeline, token ids, padded (approximate; \
+               the pipeline's LLM calls are the SUT's)",
+        ..ROW
+    },
+    BenchmarkSpec {
+        name: "e2e-rag-db",
+        shape: &[65536],
+        dtype: DType::U8,
+        total_sample_count: 2515,
+        performance_sample_count: 2515,
+        note: "a document for the RAG vector database to ingest, text bytes (approximate)",
         ..ROW
     },
     BenchmarkSpec {
@@ -691,6 +768,17 @@ impl Benchmark {
             .map(|p| p.input)
     }
 
+    /// How its input sizes vary, for volumes of varying size (3D-UNet).
+    pub fn volumes(&self) -> Option<&'static VolumeProfile> {
+        self.spec.volumes.as_ref()
+    }
+
+    /// Bytes of its largest input sample (the shape of the table is the
+    /// largest: padded prompts, the largest volume).
+    pub fn largest_sample_bytes(&self) -> u64 {
+        self.spec.shape.iter().product::<usize>() as u64 * self.spec.dtype.size() as u64
+    }
+
     /// Whether the two names share one row: the same samples and codecs.
     pub fn same_benchmark(&self, other: &Benchmark) -> bool {
         std::ptr::eq(self.spec, other.spec)
@@ -748,7 +836,8 @@ mod tests {
     use super::*;
 
     /// The mlperf.conf `loadgen-node` embeds (the official 6.0.17 values).
-    const MLPERF_CONF: &str = include_str!("../../loadgen-node/src/engine/settings/mlperf.conf");
+    const MLPERF_CONF: &str =
+        include_str!("../../loadgen-node/src/engine/settings/mlperf-conf/v6.1.conf");
 
     fn parse(name: &str) -> Benchmark {
         Benchmark::parse(name).unwrap_or_else(|e| panic!("{name}: {e}"))
@@ -1097,5 +1186,31 @@ mod tests {
             assert!(b.output_codecs.contains(&Codec::None), "{}", b.name);
             assert!(TABLE[..i].iter().all(|o| o.name != b.name), "{}", b.name);
         }
+    }
+
+    /// 3D-UNet's synthetic volumes vary in size and the 43 of the data set
+    /// average the rules' 32,944,795 elements, for any seed.
+    #[test]
+    fn kits19_volumes_average_the_rules_figure() {
+        let unet = parse("3d-unet-99");
+        let volumes = unet.volumes().expect("3D-UNet has volumes");
+        for seed in [0, 1, 42] {
+            let sizes: Vec<usize> = (0..43)
+                .map(|i| volumes.shape_of(seed, i).iter().product())
+                .collect();
+            let mean = sizes.iter().sum::<usize>() as f64 / 43.0;
+            assert!(
+                (mean / 32_944_795.0 - 1.0).abs() < 0.03,
+                "seed {seed}: mean {mean} elements"
+            );
+            let (min, max) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+            assert!(
+                *max > 2 * *min,
+                "seed {seed}: sizes do not vary: {min}..{max}"
+            );
+            assert!(*max as u64 * 4 <= unet.largest_sample_bytes());
+        }
+        assert_eq!(volumes.shape_of(3, 7), volumes.shape_of(3, 7));
+        assert_eq!(unet.largest_sample_bytes(), 896 * 256 * 256 * 4);
     }
 }

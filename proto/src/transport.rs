@@ -6,15 +6,48 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Largest protobuf message either end sends or accepts, in bytes: a gRPC
+use crate::Benchmark;
+
+/// Largest protobuf message either end sends or accepts, in bytes, for
+/// benchmarks whose samples are smaller (see [`message_limit`]): a gRPC
 /// message, a QUIC frame, a decoded response. The QDL cuts queries into
 /// pieces far smaller than this (4 MiB by default); the room is for one
 /// large sample, or a large batch of completions, in one message.
 pub const MAX_MESSAGE_BYTES: usize = 256 << 20;
 
+/// Room a message needs beside one sample's bytes: ids, sizes, framing.
+pub const MESSAGE_OVERHEAD_BYTES: u64 = 1 << 20;
+
 /// Largest decoded sample a node accepts unless its config says otherwise
-/// (`max_sample_bytes`), in bytes.
+/// (`max_sample_bytes`), for benchmarks whose samples are smaller (see
+/// [`default_max_sample_bytes`]), in bytes.
 pub const DEFAULT_MAX_SAMPLE_BYTES: u64 = 64 << 20;
+
+/// Bytes of samples the QDL lets one node hold at once, for benchmarks
+/// whose samples are smaller (see [`default_window_bytes`]).
+pub const DEFAULT_WINDOW_BYTES: u64 = 64 << 20;
+
+/// The largest message for `benchmark`: [`MAX_MESSAGE_BYTES`], or one of
+/// its largest samples with room to spare (a 3D-UNet volume), whichever is
+/// larger. Both ends derive it from the benchmark, so they agree.
+pub fn message_limit(benchmark: &Benchmark) -> usize {
+    let one_sample = benchmark.largest_sample_bytes() + MESSAGE_OVERHEAD_BYTES;
+    usize::try_from(one_sample).map_or(usize::MAX, |n| n.max(MAX_MESSAGE_BYTES))
+}
+
+/// The largest decoded sample a node of `benchmark` accepts by default:
+/// [`DEFAULT_MAX_SAMPLE_BYTES`], or its largest sample.
+pub fn default_max_sample_bytes(benchmark: &Benchmark) -> u64 {
+    DEFAULT_MAX_SAMPLE_BYTES.max(benchmark.largest_sample_bytes())
+}
+
+/// Bytes of samples one node may hold at once by default: room for two of
+/// the benchmark's largest samples, so a node works on one while the next
+/// arrives, and at least [`DEFAULT_WINDOW_BYTES`]. A sample larger than
+/// the window still goes, alone, to a node that holds nothing.
+pub fn default_window_bytes(benchmark: &Benchmark) -> u64 {
+    DEFAULT_WINDOW_BYTES.max(2 * benchmark.largest_sample_bytes())
+}
 
 /// HTTP/2 flow-control window of one gRPC stream, bytes. A 150 KB sample
 /// would stall on HTTP/2's 64 KB default, a window update per sample.
@@ -107,6 +140,22 @@ pub const NODE_STOP_WORST_CASE: Duration =
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A real 3D-UNet volume fits in a message, a node's default limit
+    /// and a window; small benchmarks keep the fixed limits.
+    #[test]
+    fn limits_follow_the_benchmark() {
+        let unet = Benchmark::parse("3d-unet-99").unwrap();
+        let largest = unet.largest_sample_bytes();
+        assert!(largest > DEFAULT_MAX_SAMPLE_BYTES);
+        assert!(message_limit(&unet) as u64 >= largest + MESSAGE_OVERHEAD_BYTES);
+        assert_eq!(default_max_sample_bytes(&unet), largest);
+        assert_eq!(default_window_bytes(&unet), 2 * largest);
+        let resnet = Benchmark::parse("resnet50").unwrap();
+        assert_eq!(message_limit(&resnet), MAX_MESSAGE_BYTES);
+        assert_eq!(default_max_sample_bytes(&resnet), DEFAULT_MAX_SAMPLE_BYTES);
+        assert_eq!(default_window_bytes(&resnet), DEFAULT_WINDOW_BYTES);
+    }
 
     /// The systemd unit must give a stopping node its whole drain and
     /// close before SIGKILL, or samples held at SIGTERM are lost.

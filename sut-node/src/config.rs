@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::{Parser, ValueEnum};
 use netdiv_proto::codec::Codec;
-use netdiv_proto::transport::DEFAULT_MAX_SAMPLE_BYTES;
+use netdiv_proto::transport;
 use netdiv_proto::{Benchmark, Direction};
 use serde::{Deserialize, Serialize};
 
@@ -270,7 +270,9 @@ impl NodeConfig {
             transport: cli.transport.or(file.transport).unwrap_or(Transport::Both),
             benchmark,
             response_codec,
-            max_sample_bytes: file.max_sample_bytes.unwrap_or(DEFAULT_MAX_SAMPLE_BYTES),
+            max_sample_bytes: file
+                .max_sample_bytes
+                .unwrap_or_else(|| transport::default_max_sample_bytes(&benchmark)),
             backend,
             batching,
             cli,

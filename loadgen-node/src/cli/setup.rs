@@ -5,13 +5,13 @@
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use loadgen_node::engine::settings::{
-    apply_config, ConfKind, ConfigFile, Scenario, TestSettings, EMBEDDED_MLPERF_CONF,
-};
+use loadgen_node::engine::settings::{apply_config, ConfKind, ConfigFile, Scenario, TestSettings};
+use loadgen_node::round::Round;
 use loadgen_node::sut::local::LocalNodeSut;
 use loadgen_node::sut::network::StoreQsl;
 use loadgen_node::sut::Counters;
 use netdiv_proto::codec::Codec;
+use netdiv_proto::transport;
 use netdiv_proto::Benchmark;
 use qdl::samples::{SampleSource, SampleStore};
 use sut_node::batcher::BatchPolicy;
@@ -51,6 +51,29 @@ fn interactive_variant(
         None => format!("{}-interactive", b.name()),
     };
     Benchmark::parse(&name)
+}
+
+/// The round the run is for: `--round`, else the current one.
+pub fn round(args: &RunArgs) -> Round {
+    args.round.unwrap_or(Round::CURRENT)
+}
+
+/// With `--round`, a run against sut-nodes must be of a benchmark and
+/// scenario of that round's Datacenter suite (Interactive is a scenario
+/// from v5.1, a model of its own in v5.0). The in-process SUTs (`--sut`)
+/// measure the harness, with any model, and are not checked.
+pub fn check_round(args: &RunArgs, scenario: Scenario) -> Result<()> {
+    let (Some(round), None) = (args.round, args.sut) else {
+        return Ok(());
+    };
+    let benchmark = benchmark(args);
+    let scenario = if benchmark.is_interactive() && !round.interactive_is_a_model() {
+        "Interactive"
+    } else {
+        scenario.name()
+    };
+    round.check_in_suite(&benchmark, scenario)?;
+    Ok(())
 }
 
 /// `--scenario Interactive` needs a benchmark the rules run interactively.
@@ -128,7 +151,13 @@ pub fn settings(
     };
     let mlperf = match &args.mlperf_conf {
         Some(path) => ConfigFile::load(path)?,
-        None => ConfigFile::parse(EMBEDDED_MLPERF_CONF, "embedded mlperf.conf")?,
+        None => {
+            let round = round(args);
+            ConfigFile::parse(
+                round.mlperf_conf(),
+                &format!("embedded mlperf.conf of round {round}"),
+            )?
+        }
     };
     let user = match (&args.user_conf, embedded_user_conf) {
         (Some(path), _) => Some(ConfigFile::load(path)?),
@@ -178,7 +207,12 @@ pub fn qsl(args: &RunArgs) -> Result<StoreQsl> {
 }
 
 /// The QDL's configuration from the network flags.
-pub fn qdl_config(n: &NetworkArgs, nodes: Vec<qdl::node_url::NodeUrl>) -> Result<qdl::QdlConfig> {
+/// Message and window limits follow `benchmark`'s largest sample.
+pub fn qdl_config(
+    n: &NetworkArgs,
+    nodes: Vec<qdl::node_url::NodeUrl>,
+    benchmark: &Benchmark,
+) -> Result<qdl::QdlConfig> {
     let tls = match (&n.dev_tls, &n.tls_ca) {
         (Some(dir), _) => Some(qdl::tls::ClientTls::dev(dir)),
         (None, Some(ca)) => Some(qdl::tls::ClientTls {
@@ -200,6 +234,8 @@ pub fn qdl_config(n: &NetworkArgs, nodes: Vec<qdl::node_url::NodeUrl>) -> Result
     config.policy = n.dispatch;
     config.window.samples = n.window;
     config.max_piece_samples = n.max_piece_samples;
+    config.max_message_bytes = transport::message_limit(benchmark);
+    config.window.bytes = transport::default_window_bytes(benchmark);
     config.io_threads = n.io_threads;
     if !(n.node_timeout >= 0.0 && n.node_timeout.is_finite()) {
         bail!(

@@ -132,7 +132,9 @@ pub fn command(args: &super::args::SysdescArgs) -> anyhow::Result<()> {
             qdl::node_url::Transport::Quic => "quic",
         })
         .collect();
-    let config = super::setup::qdl_config(&args.network, nodes)?;
+    // Only Name and Info travel: any benchmark's limits do.
+    let any = netdiv_proto::Benchmark::parse("null").expect("in the table");
+    let config = super::setup::qdl_config(&args.network, nodes, &any)?;
     let infos: Vec<pb::NodeInfo> = qdl::describe_nodes(&config)?
         .into_iter()
         .map(|(_, info)| info)

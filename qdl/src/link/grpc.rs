@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use netdiv_proto::pb::{self, sut_node_client::SutNodeClient};
 use netdiv_proto::transport::{
     HTTP2_CONNECTION_WINDOW, HTTP2_KEEP_ALIVE_INTERVAL, HTTP2_KEEP_ALIVE_TIMEOUT,
-    HTTP2_STREAM_WINDOW, MAX_MESSAGE_BYTES, RPC_TIMEOUT,
+    HTTP2_STREAM_WINDOW, RPC_TIMEOUT,
 };
 use tokio::sync::mpsc::{self, UnboundedSender};
 use tokio_stream::wrappers::UnboundedReceiverStream;
@@ -40,7 +40,11 @@ fn status(call: Call) -> impl FnOnce(tonic::Status) -> LinkError {
 }
 
 impl GrpcLink {
-    pub async fn connect(url: &NodeUrl, tls: Option<&ClientTls>) -> Result<GrpcLink, LinkError> {
+    pub async fn connect(
+        url: &NodeUrl,
+        tls: Option<&ClientTls>,
+        max_message: usize,
+    ) -> Result<GrpcLink, LinkError> {
         let authority = url.to_string();
         let authority = authority.trim_start_matches("grpc://");
         let scheme = if tls.is_some() { "https" } else { "http" };
@@ -63,8 +67,8 @@ impl GrpcLink {
         let channel = endpoint.connect().await.map_err(LinkError::GrpcConnect)?;
         Ok(GrpcLink {
             client: SutNodeClient::new(channel)
-                .max_decoding_message_size(MAX_MESSAGE_BYTES)
-                .max_encoding_message_size(MAX_MESSAGE_BYTES),
+                .max_decoding_message_size(max_message)
+                .max_encoding_message_size(max_message),
             queries: Mutex::new(None),
             reader: Mutex::new(None),
         })

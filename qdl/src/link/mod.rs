@@ -47,8 +47,12 @@ async fn within<T>(
 }
 
 impl Link {
-    /// Connects to the node at `url`.
-    pub async fn connect(url: &NodeUrl, tls: Option<&ClientTls>) -> Result<Link, LinkError> {
+    /// Connects to the node at `url`; messages up to `max_message` bytes.
+    pub async fn connect(
+        url: &NodeUrl,
+        tls: Option<&ClientTls>,
+        max_message: usize,
+    ) -> Result<Link, LinkError> {
         // Resolve first, so an unknown host name says so instead of
         // ending as a connect timeout.
         let addr = within(Call::Resolve, async {
@@ -66,10 +70,12 @@ impl Link {
         .await?;
         within(Call::Connect, async {
             match url.transport {
-                Transport::Grpc => grpc::GrpcLink::connect(url, tls).await.map(Link::Grpc),
+                Transport::Grpc => grpc::GrpcLink::connect(url, tls, max_message)
+                    .await
+                    .map(Link::Grpc),
                 Transport::Quic => {
                     let tls = tls.ok_or(LinkError::TlsRequired)?;
-                    quic::QuicLink::connect(url, addr, tls)
+                    quic::QuicLink::connect(url, addr, tls, max_message)
                         .await
                         .map(Link::Quic)
                 }

@@ -7,7 +7,6 @@ use std::sync::{Arc, OnceLock};
 
 use netdiv_proto::framing::{self, FrameDecoder};
 use netdiv_proto::pb::{self, quic_request, quic_response};
-use netdiv_proto::transport::MAX_MESSAGE_BYTES;
 
 use super::{Call, LinkError, LinkEvents};
 use crate::node_url::NodeUrl;
@@ -19,6 +18,8 @@ pub(crate) struct QuicLink {
     _endpoint: quinn::Endpoint,
     runtime: tokio::runtime::Handle,
     events: OnceLock<(usize, Arc<dyn LinkEvents>)>,
+    /// Largest frame accepted (the benchmark's message limit).
+    max_message: usize,
 }
 
 /// The kind of an answer, for errors about unexpected ones.
@@ -37,6 +38,7 @@ impl QuicLink {
         url: &NodeUrl,
         addr: SocketAddr,
         tls: &ClientTls,
+        max_message: usize,
     ) -> Result<QuicLink, LinkError> {
         let crypto = tls.rustls(netdiv_proto::ALPN)?;
         let mut config = quinn::ClientConfig::new(Arc::new(
@@ -57,6 +59,7 @@ impl QuicLink {
             _endpoint: endpoint,
             runtime: tokio::runtime::Handle::current(),
             events: OnceLock::new(),
+            max_message,
         })
     }
 
@@ -72,8 +75,8 @@ impl QuicLink {
         };
         send.write_chunk(framing::encode(&request)).await?;
         send.finish()?;
-        let bytes = recv.read_to_end(MAX_MESSAGE_BYTES).await?;
-        let mut decoder = FrameDecoder::new(MAX_MESSAGE_BYTES);
+        let bytes = recv.read_to_end(self.max_message).await?;
+        let mut decoder = FrameDecoder::new(self.max_message);
         decoder.push(&bytes);
         let frame = decoder.next_frame()?.ok_or(LinkError::UnexpectedAnswer {
             call,
@@ -133,9 +136,10 @@ impl QuicLink {
             return;
         };
         let conn = self.conn.clone();
+        let max_message = self.max_message;
         self.runtime.spawn(async move {
             let ids: Vec<u64> = query.samples.iter().map(|s| s.response_id).collect();
-            match run_query(&conn, query, node, &*events).await {
+            match run_query(&conn, query, node, &*events, max_message).await {
                 Ok(answered) if answered >= ids.len() => {}
                 Ok(answered) => events.failed(
                     node,
@@ -160,6 +164,7 @@ async fn run_query(
     query: pb::Query,
     node: usize,
     events: &dyn LinkEvents,
+    max_message: usize,
 ) -> Result<usize, LinkError> {
     let (mut send, mut recv) = conn.open_bi().await?;
     let request = pb::QuicRequest {
@@ -168,7 +173,7 @@ async fn run_query(
     };
     send.write_chunk(framing::encode(&request)).await?;
     send.finish()?;
-    let mut decoder = FrameDecoder::new(MAX_MESSAGE_BYTES);
+    let mut decoder = FrameDecoder::new(max_message);
     let mut answered = 0;
     while let Some(chunk) = recv.read_chunk(usize::MAX, true).await? {
         decoder.push(&chunk.bytes);

@@ -46,6 +46,9 @@ pub struct QdlConfig {
     pub max_piece_samples: usize,
     /// Largest piece of a query sent as one message, in bytes.
     pub max_piece_bytes: u64,
+    /// Largest message either way, and largest decoded response, in
+    /// bytes (`transport::message_limit` of the benchmark).
+    pub max_message_bytes: usize,
     /// Threads for network I/O and response decoding.
     pub io_threads: usize,
     /// A node holding samples that completes none for this long is treated
@@ -68,6 +71,7 @@ impl QdlConfig {
             },
             max_piece_samples: 16,
             max_piece_bytes: 4 << 20,
+            max_message_bytes: netdiv_proto::transport::MAX_MESSAGE_BYTES,
             io_threads: 2,
             node_timeout: Some(Duration::from_secs(60)),
         }
@@ -150,12 +154,10 @@ fn connect_all(config: &QdlConfig) -> Result<Connected, QdlError> {
         // Fail on unreadable files before any connection attempt.
         tls.rustls(netdiv_proto::ALPN)?;
     }
-    let connected = runtime.block_on(futures::future::join_all(
-        config
-            .nodes
-            .iter()
-            .map(|url| Link::connect(url, config.tls.as_ref())),
-    ));
+    let connected =
+        runtime.block_on(futures::future::join_all(config.nodes.iter().map(|url| {
+            Link::connect(url, config.tls.as_ref(), config.max_message_bytes)
+        })));
     let mut links = Vec::new();
     for (i, link) in connected.into_iter().enumerate() {
         links.push(link.map_err(node_error(i))?);
@@ -252,6 +254,7 @@ impl NetworkSut {
             store,
             config.max_piece_samples,
             config.max_piece_bytes,
+            config.max_message_bytes as u64,
         ));
         for (i, link) in router.links.iter().enumerate() {
             let events: Arc<dyn LinkEvents> = router.clone();

@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use netdiv_proto::pb;
 use netdiv_proto::sample::completion_output;
-use netdiv_proto::transport::MAX_MESSAGE_BYTES;
 
 use crate::dispatch;
 use crate::link::{Link, LinkError, LinkEvents};
@@ -27,6 +26,8 @@ pub(super) struct QueryRouter {
     pub(super) store: Arc<SampleStore>,
     max_piece_samples: usize,
     max_piece_bytes: u64,
+    /// Largest decoded response (the benchmark's message limit).
+    max_response_bytes: u64,
     next_query: AtomicU64,
     /// Set at the end of a run: links closing then are not failures.
     pub(super) closing: AtomicBool,
@@ -59,6 +60,7 @@ impl QueryRouter {
         store: Arc<SampleStore>,
         max_piece_samples: usize,
         max_piece_bytes: u64,
+        max_response_bytes: u64,
     ) -> QueryRouter {
         QueryRouter {
             urls,
@@ -67,6 +69,7 @@ impl QueryRouter {
             store,
             max_piece_samples,
             max_piece_bytes,
+            max_response_bytes,
             next_query: AtomicU64::new(1),
             closing: AtomicBool::new(false),
             completed: AtomicU64::new(0),
@@ -291,7 +294,7 @@ impl LinkEvents for QueryRouter {
             }
             let first_token = c.first_token;
             let n_tokens = if first_token { 0 } else { c.n_tokens };
-            match completion_output(c, benchmark, MAX_MESSAGE_BYTES as u64) {
+            match completion_output(c, benchmark, self.max_response_bytes) {
                 Ok(data) => outputs.push((first_token, Output { id, data, n_tokens })),
                 Err(e) => broken.push((id, format!("response refused: {e}"))),
             }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 
 use bytes::Bytes;
-use netdiv_proto::benchmark::{Benchmark, CodecNotAllowed, Direction, TokenCounts};
+use netdiv_proto::benchmark::{Benchmark, CodecNotAllowed, Direction, TokenCounts, VolumeProfile};
 use netdiv_proto::codec::{encode, Codec};
 
 pub use netdiv_proto::dtype::DType;
@@ -87,6 +87,16 @@ pub enum SampleSource {
         /// Seed of the data; the same seed gives the same bytes.
         seed: u64,
     },
+    /// Deterministic volumes whose size varies by index the way the data
+    /// set's do (3D-UNet): sample i has the profile's shape for (seed, i).
+    Volumes {
+        /// The sizes (the benchmark's profile).
+        profile: VolumeProfile,
+        /// Element type.
+        dtype: DType,
+        /// Seed of the sizes and the data.
+        seed: u64,
+    },
     /// One .npy file per sample, sample i = i-th file in name order.
     NpyDir {
         /// The folder.
@@ -158,6 +168,13 @@ impl SampleSource {
         dtype: Option<DType>,
     ) -> SampleSource {
         let spec = benchmark.spec();
+        if let (Some(profile), None) = (benchmark.volumes(), &shape) {
+            return SampleSource::Volumes {
+                profile: *profile,
+                dtype: dtype.unwrap_or(spec.dtype),
+                seed,
+            };
+        }
         let dtype_ids = dtype.unwrap_or(spec.dtype);
         match (benchmark.prompt_tokens(), &shape) {
             (Some(lengths), None) if matches!(dtype_ids, DType::I32 | DType::I64) => {
@@ -204,7 +221,9 @@ impl SampleSource {
     /// end.
     pub fn count(&self) -> Option<usize> {
         match self {
-            SampleSource::Synthetic { .. } | SampleSource::Prompts { .. } => None,
+            SampleSource::Synthetic { .. }
+            | SampleSource::Prompts { .. }
+            | SampleSource::Volumes { .. } => None,
             SampleSource::NpyDir { files, .. } => Some(files.len()),
         }
     }
@@ -231,6 +250,16 @@ impl SampleSource {
                 dtype,
                 seed,
             } => Ok(synthetic::synthetic_prompt(lengths, *dtype, *seed, index)),
+            SampleSource::Volumes {
+                profile,
+                dtype,
+                seed,
+            } => Ok(synthetic::synthetic_sample(
+                &profile.shape_of(*seed, index),
+                *dtype,
+                *seed,
+                index,
+            )),
             SampleSource::NpyDir { files, .. } => {
                 let path = files.get(index).ok_or(SampleError::IndexOutOfRange {
                     index,
@@ -252,6 +281,10 @@ impl SampleSource {
             SampleSource::Prompts { lengths, dtype, .. } => format!(
                 "synthetic {dtype} prompts of {}..={} tokens (mean {}), unpadded",
                 lengths.min, lengths.max, lengths.mean
+            ),
+            SampleSource::Volumes { profile, dtype, .. } => format!(
+                "synthetic {dtype} volumes of 1 x {}..={} x {:?} (mean {} slices)",
+                profile.slices.min, profile.slices.max, profile.slice, profile.slices.mean
             ),
             SampleSource::NpyDir { dir, files } => {
                 let plural = if files.len() == 1 { "" } else { "s" };

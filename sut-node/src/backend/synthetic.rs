@@ -20,6 +20,10 @@ pub struct SyntheticConfig {
     pub devices: usize,
     /// Output size per sample in bytes (at least 8).
     pub output_bytes: usize,
+    /// When set, outputs are this fraction of their input's size instead
+    /// (at least `output_bytes`): 0.25 for a one-byte class per float32
+    /// voxel of a 3D-UNet volume.
+    pub output_fraction: Option<f64>,
 }
 
 impl Default for SyntheticConfig {
@@ -29,6 +33,7 @@ impl Default for SyntheticConfig {
             sample_cost_us: 0,
             devices: 1,
             output_bytes: 8,
+            output_fraction: None,
         }
     }
 }
@@ -43,6 +48,15 @@ impl SyntheticBackend {
     /// A backend that simulates the costs and output size of `config`.
     pub fn new(config: SyntheticConfig) -> Self {
         Self { config }
+    }
+
+    /// Bytes of the output for an input of `input_len` bytes.
+    fn output_len(&self, input_len: usize) -> usize {
+        let fixed = self.config.output_bytes;
+        match self.config.output_fraction {
+            Some(f) if f.is_finite() && f > 0.0 => fixed.max((input_len as f64 * f) as usize),
+            _ => fixed,
+        }
     }
 }
 
@@ -99,8 +113,13 @@ impl Backend for SyntheticBackend {
     fn detail(&self) -> String {
         let c = &self.config;
         format!(
-            "batch_cost_us={} sample_cost_us={} devices={} output_bytes={}",
-            c.batch_cost_us, c.sample_cost_us, c.devices, c.output_bytes
+            "batch_cost_us={} sample_cost_us={} devices={} output_bytes={}{}",
+            c.batch_cost_us,
+            c.sample_cost_us,
+            c.devices,
+            c.output_bytes,
+            c.output_fraction
+                .map_or(String::new(), |f| format!(" output_fraction={f}"))
         )
     }
 
@@ -115,7 +134,7 @@ impl Backend for SyntheticBackend {
         }
         inputs
             .iter()
-            .map(|i| Ok(expected_output(i, self.config.output_bytes)))
+            .map(|i| Ok(expected_output(i, self.output_len(i.len()))))
             .collect()
     }
 }

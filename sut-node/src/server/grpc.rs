@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use futures::Stream;
 use netdiv_proto::pb::sut_node_server::SutNodeServer;
-use netdiv_proto::transport::{HTTP2_CONNECTION_WINDOW, HTTP2_STREAM_WINDOW, MAX_MESSAGE_BYTES};
+use netdiv_proto::transport::{message_limit, HTTP2_CONNECTION_WINDOW, HTTP2_STREAM_WINDOW};
 use netdiv_proto::{pb, VERSION_HEADER};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -57,12 +57,13 @@ pub async fn start(
             .context("gRPC TLS configuration")?;
     }
     let name = node.settings().name.clone();
+    let max_message = message_limit(&node.settings().benchmark);
     let service = SutNodeServer::new(GrpcService {
         node,
         closing: closing.clone(),
     })
-    .max_decoding_message_size(MAX_MESSAGE_BYTES)
-    .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    .max_decoding_message_size(max_message)
+    .max_encoding_message_size(max_message);
     let router = builder.add_service(health).add_service(service);
     let mut stop = closing;
     let task = tokio::spawn(async move {

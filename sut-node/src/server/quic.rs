@@ -13,7 +13,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use netdiv_proto::framing::{self, FrameDecoder, FrameError};
 use netdiv_proto::pb::{self, quic_request, quic_response};
-use netdiv_proto::transport::{MAX_MESSAGE_BYTES, QUIC_CLOSE_WAIT, QUIC_DELIVERY_GRACE};
+use netdiv_proto::transport::{message_limit, QUIC_CLOSE_WAIT, QUIC_DELIVERY_GRACE};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
@@ -134,7 +134,8 @@ async fn serve_stream(
     mut recv: quinn::RecvStream,
     node: &Node,
 ) -> Result<()> {
-    let request = match read_request(&mut recv).await {
+    let max_message = message_limit(&node.settings().benchmark);
+    let request = match read_request(&mut recv, max_message).await {
         Ok(r) => r,
         Err(reason) => {
             send.write_all(&response(quic_response::Kind::Error(reason.to_string())))
@@ -194,8 +195,11 @@ async fn serve_stream(
 
 /// Reads the stream's one request frame; an error for the client if it is
 /// oversized, truncated, malformed or followed by more data.
-async fn read_request(recv: &mut quinn::RecvStream) -> Result<pb::QuicRequest, BadRequest> {
-    let mut decoder = FrameDecoder::new(MAX_MESSAGE_BYTES);
+async fn read_request(
+    recv: &mut quinn::RecvStream,
+    max_message: usize,
+) -> Result<pb::QuicRequest, BadRequest> {
+    let mut decoder = FrameDecoder::new(max_message);
     let mut frame = None;
     while let Some(chunk) = recv.read_chunk(64 << 10, true).await? {
         decoder.push(&chunk.bytes);
