@@ -11,6 +11,23 @@ fn read(dir: &Path, file: &str) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
+/// Which host and network stack this process runs on:
+/// `MACHINE-ID/net:[INODE]`. Two processes on one machine in different
+/// network namespaces (a lab of namespaces joined by veth links) differ;
+/// two on one network stack do not. Parts that cannot be read are `?`.
+pub fn host_identity() -> String {
+    let machine = ["/etc/machine-id", "/var/lib/dbus/machine-id"]
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "?".into());
+    let netns = std::fs::read_link("/proc/self/ns/net")
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "?".into());
+    format!("{machine}/{netns}")
+}
+
 /// Every interface except loopback; empty where /sys is not available.
 pub fn interfaces() -> Vec<pb::Nic> {
     let Ok(entries) = std::fs::read_dir("/sys/class/net") else {

@@ -341,6 +341,7 @@ impl Node {
             largest_batch: self.largest_batch.load(Ordering::Relaxed),
             response_codec: s.response_codec.to_proto() as i32,
             benchmark: s.benchmark.to_string(),
+            host_id: crate::nic::host_identity(),
         }
     }
 }

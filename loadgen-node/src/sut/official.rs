@@ -176,6 +176,8 @@ pub struct OfficialRun<'a> {
     /// The test measures token latencies (first tokens go through one
     /// thread, see `TokenCalls`).
     pub token_latencies: bool,
+    /// Submission mode: a failed Name() ends the run.
+    pub submission_mode: bool,
 }
 
 /// Completions into the official LoadGen.
@@ -326,6 +328,7 @@ struct Context<'a> {
     counters: Arc<Counters>,
     name: String,
     issued: Option<Mutex<Vec<usize>>>,
+    submission_mode: bool,
 }
 
 /// # Safety
@@ -366,6 +369,13 @@ extern "C" fn name_cb(ctx: *mut c_void, text: *mut *const c_char, len: *mut usiz
             Ok(name) => {
                 ctx.name = name;
                 0
+            }
+            Err(e) if ctx.submission_mode => {
+                // A submission's log cannot carry a name that is not
+                // the SUT's: end here instead of running on.
+                eprintln!("loadgen-node: error: submission mode: the SUT's Name() failed: {e}");
+                let _ = std::io::stderr().flush();
+                std::process::exit(1);
             }
             Err(e) => {
                 ctx.name = e.to_string();
@@ -496,6 +506,7 @@ pub fn run(
         counters,
         name: String::new(),
         issued: options.record_issued.then(|| Mutex::new(Vec::new())),
+        submission_mode: options.submission_mode,
     };
     let callbacks = Callbacks {
         ctx: &mut ctx as *mut Context<'_> as *mut c_void,

@@ -51,6 +51,9 @@ pub struct QdlConfig {
     pub max_message_bytes: usize,
     /// Threads for network I/O and response decoding.
     pub io_threads: usize,
+    /// Submission mode: a node that fails ends the run with an error
+    /// instead of its samples going to the others.
+    pub no_failover: bool,
     /// A node holding samples that completes none for this long is treated
     /// as failed (its samples go to the others); `None` waits forever.
     pub node_timeout: Option<Duration>,
@@ -73,6 +76,7 @@ impl QdlConfig {
             max_piece_bytes: 4 << 20,
             max_message_bytes: netdiv_proto::transport::MAX_MESSAGE_BYTES,
             io_threads: 2,
+            no_failover: false,
             node_timeout: Some(Duration::from_secs(60)),
         }
     }
@@ -247,7 +251,7 @@ impl NetworkSut {
             config.window,
             0x9e37_79b9_7f4a_7c15,
         );
-        let router = Arc::new(QueryRouter::new(
+        let mut router = QueryRouter::new(
             urls,
             links,
             pool,
@@ -255,7 +259,9 @@ impl NetworkSut {
             config.max_piece_samples,
             config.max_piece_bytes,
             config.max_message_bytes as u64,
-        ));
+        );
+        router.no_failover = config.no_failover;
+        let router = Arc::new(router);
         for (i, link) in router.links.iter().enumerate() {
             let events: Arc<dyn LinkEvents> = router.clone();
             runtime

@@ -28,6 +28,8 @@ pub(super) struct QueryRouter {
     max_piece_bytes: u64,
     /// Largest decoded response (the benchmark's message limit).
     max_response_bytes: u64,
+    /// Submission mode: a node that fails ends the run (no failover).
+    pub(super) no_failover: bool,
     next_query: AtomicU64,
     /// Set at the end of a run: links closing then are not failures.
     pub(super) closing: AtomicBool,
@@ -70,6 +72,7 @@ impl QueryRouter {
             max_piece_samples,
             max_piece_bytes,
             max_response_bytes,
+            no_failover: false,
             next_query: AtomicU64::new(1),
             closing: AtomicBool::new(false),
             completed: AtomicU64::new(0),
@@ -212,6 +215,17 @@ impl QueryRouter {
             return;
         }
         let reason = error.to_string();
+        if self.no_failover {
+            // A submission's result cannot rest on a run that lost a node.
+            let sinks = self.lock_pool().strand();
+            let reason = format!(
+                "node {} failed ({reason}); in submission mode a run that loses a node \
+                 is not a result (no failover)",
+                self.urls[node]
+            );
+            tell_once(sinks, || reason.clone());
+            return;
+        }
         let result = {
             let mut pool = self.lock_pool();
             let first = pool.is_healthy(node);

@@ -1,0 +1,129 @@
+//! Submission mode (`run --submission-mode`, always on under
+//! `submission`): the Network-division rules a run for a submission must
+//! keep, checked before and after it. Nodes must be across a real network
+//! from this LoadGen node, the official settings apply, and a run that
+//! lost a node is not a result.
+
+use std::net::IpAddr;
+
+use anyhow::{bail, Result};
+use netdiv_proto::pb;
+use qdl::node_url::NodeUrl;
+
+use super::args::RunArgs;
+
+/// Flags a submission run refuses.
+pub fn check_flags(args: &RunArgs) -> Result<()> {
+    if args.mlperf_conf.is_some() {
+        bail!(
+            "submission mode: --mlperf-conf is refused; a submission runs with the official \
+             mlperf.conf of its round (choose the round with --round)"
+        );
+    }
+    if args.sut.is_some() {
+        bail!("submission mode: a submission runs against sut-nodes (--sut-node), not --sut");
+    }
+    Ok(())
+}
+
+/// Why an address is not across a network from here, if it is not.
+fn local_address(ip: IpAddr) -> Option<&'static str> {
+    match ip {
+        _ if ip.is_loopback() => Some("a loopback address"),
+        _ if ip.is_unspecified() => Some("an unspecified address"),
+        IpAddr::V4(v4) if v4.is_link_local() => Some("a link-local address"),
+        IpAddr::V6(v6) if (v6.segments()[0] & 0xffc0) == 0xfe80 => Some("a link-local address"),
+        IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .and_then(|v4| local_address(IpAddr::V4(v4))),
+        _ => None,
+    }
+}
+
+/// Each node's addresses must be routable, and no node may run on this
+/// LoadGen node's own host and network stack (`own_host_id`, compared
+/// with the `host_id` each node's Info reports).
+pub fn check_nodes(urls: &[NodeUrl], infos: &[pb::NodeInfo], own_host_id: &str) -> Result<()> {
+    for url in urls {
+        let addrs = std::net::ToSocketAddrs::to_socket_addrs(&(url.host.as_str(), url.port))
+            .map_err(|e| anyhow::anyhow!("cannot resolve {url}: {e}"))?;
+        for addr in addrs {
+            if let Some(why) = local_address(addr.ip()) {
+                bail!(
+                    "submission mode: node {url} is at {} ({why}); the Network division needs \
+                     the SUT across a network from the LoadGen node",
+                    addr.ip()
+                );
+            }
+        }
+    }
+    for (url, info) in urls.iter().zip(infos) {
+        if info.host_id.is_empty() {
+            bail!(
+                "submission mode: node {url} ({}) does not report its host (a sut-node older \
+                 than this LoadGen node); upgrade it",
+                info.name
+            );
+        }
+        if info.host_id == own_host_id {
+            bail!(
+                "submission mode: node {url} ({}) runs on this LoadGen node's own host and \
+                 network stack ({own_host_id}); the Network division needs the SUT on other \
+                 hosts",
+                info.name
+            );
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_and_link_local_addresses_are_local() {
+        for text in [
+            "127.0.0.1",
+            "::1",
+            "169.254.3.4",
+            "fe80::1",
+            "0.0.0.0",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(local_address(text.parse().unwrap()).is_some(), "{text}");
+        }
+        for text in ["10.0.0.2", "192.168.1.5", "2001:db8::1"] {
+            assert!(local_address(text.parse().unwrap()).is_none(), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_node_on_this_host_is_refused() {
+        let url: NodeUrl = "grpc://10.0.0.2:7000".parse().unwrap();
+        let info = pb::NodeInfo {
+            name: "a".into(),
+            host_id: "m1/net:[1]".into(),
+            ..Default::default()
+        };
+        let err = check_nodes(
+            std::slice::from_ref(&url),
+            std::slice::from_ref(&info),
+            "m1/net:[1]",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("own host"), "{err}");
+        assert!(check_nodes(
+            std::slice::from_ref(&url),
+            std::slice::from_ref(&info),
+            "m1/net:[2]"
+        )
+        .is_ok());
+        let local: NodeUrl = "grpc://127.0.0.1:7000".parse().unwrap();
+        let err = check_nodes(&[local], &[info], "m2/x")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("loopback"), "{err}");
+    }
+}
