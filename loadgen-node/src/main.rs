@@ -15,6 +15,8 @@ fn main() -> ExitCode {
         Command::Run(args) => cli::run::command(&args),
         Command::Sysdesc(args) => cli::sysdesc::command(&args),
         Command::Accuracy(args) => cli::score::command(&args),
+        Command::Submission(args) => cli::submission::command(&args),
+        Command::Check(args) => cli::submission::checker::command(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

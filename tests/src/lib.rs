@@ -33,9 +33,11 @@ pub mod configs;
 pub mod engines;
 pub mod files;
 pub mod mlperf_logs;
+pub mod netns;
 pub mod network_run;
 pub mod prerequisites;
 pub mod process;
+pub mod python;
 pub mod sut_client;
 pub mod text;
 

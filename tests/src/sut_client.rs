@@ -32,11 +32,30 @@ impl NodeProcess {
     /// Starts `sut-node --name NAME ARGS...` and waits for its
     /// "listening" line. `certs` adds `--dev-tls certs`.
     pub fn start(name: &str, certs: Option<&Path>, args: &[&str]) -> Result<NodeProcess> {
+        let mut all = vec!["--listen", "127.0.0.1:0"];
+        all.extend_from_slice(args);
+        NodeProcess::start_with(name, certs, &all, None)
+    }
+
+    /// Starts `sut-node --name NAME ARGS...` (ARGS say where it listens),
+    /// inside network namespace `netns` when one is given.
+    pub fn start_with(
+        name: &str,
+        certs: Option<&Path>,
+        args: &[&str],
+        netns: Option<&Path>,
+    ) -> Result<NodeProcess> {
         let bin = crate::sut_node_bin()?;
         let stderr_file = crate::files::test_file(&format!("sut-node-{name}"), ".stderr")?;
-        let mut cmd = Command::new(&bin);
-        cmd.args(["--name", name, "--listen", "127.0.0.1:0"])
-            .args(args);
+        let mut cmd = match netns {
+            Some(ns) => {
+                let mut cmd = Command::new("ip");
+                cmd.args(["netns", "exec"]).arg(ns).arg(&bin);
+                cmd
+            }
+            None => Command::new(&bin),
+        };
+        cmd.args(["--name", name]).args(args);
         if let Some(dir) = certs {
             cmd.arg("--dev-tls").arg(dir);
         }

@@ -32,10 +32,75 @@ pub enum Command {
     /// from this node's NICs and each sut-node's Info; fields only a
     /// person can know are marked "TODO: fill in".
     Sysdesc(Box<SysdescArgs>),
+    /// Run a benchmark for a Network-division submission with the official
+    /// LoadGen (performance, accuracy, the compliance tests the round's
+    /// checker expects, each verified) and write the results tree
+    /// `OUTPUT/network/SUBMITTER/...`; `--check` then runs the official
+    /// submission checker on it. Takes the flags of `run` too.
+    Submission(Box<SubmissionArgs>),
+    /// Run the official submission checker of a mlcommons/inference
+    /// checkout on a submission tree and print its verdict, errors grouped.
+    Check(CheckArgs),
     /// Score a classifier's accuracy log: each response is the top-1 class
     /// (as a sut-node with `postprocess = "argmax"` sends it), compared
     /// with the label of its sample.
     Accuracy(AccuracyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SubmissionArgs {
+    /// Submitter (organisation) name: the tree is OUTPUT/network/SUBMITTER.
+    #[arg(long)]
+    pub submitter: String,
+    /// The system's name: systems/SYSTEM.json and results/SYSTEM/.
+    #[arg(long)]
+    pub system: String,
+    /// The system description fields only a person knows (a JSON object:
+    /// system_name, status, host processors, accelerators, ... and the
+    /// network fields netdiv cannot measure); merged with the measured
+    /// ones. Any field left "TODO" stops the submission with the list.
+    #[arg(long, value_name = "FILE")]
+    pub system_json: PathBuf,
+    /// The benchmark's accuracy script's output on the accuracy run's
+    /// mlperf_log_accuracy.json, written as accuracy.txt: FILE for every
+    /// scenario, or SCENARIO=FILE (repeat).
+    #[arg(long, value_name = "[SCENARIO=]FILE")]
+    pub accuracy_output: Vec<String>,
+    /// A mlcommons/inference checkout: its compliance tests and submission
+    /// checker are used from there.
+    #[arg(long, value_name = "DIR", env = "NETDIV_INFERENCE_REPO")]
+    pub inference: Option<PathBuf>,
+    /// Python 3 (with numpy) for the official verification and checker.
+    #[arg(long, value_name = "PATH", default_value = "python3")]
+    pub python: PathBuf,
+    /// Run the official submission checker on the tree at the end.
+    #[arg(long)]
+    pub check: bool,
+    /// Start over: drop this system's earlier runs and results (otherwise
+    /// finished runs are kept and an interrupted submission resumes).
+    #[arg(long)]
+    pub fresh: bool,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The submission root (the folder holding network/).
+    #[arg(long, value_name = "DIR", default_value = "submission")]
+    pub input: PathBuf,
+    /// The round whose checker version applies [default: the current].
+    #[arg(long, value_name = "ROUND")]
+    pub round: Option<Round>,
+    /// Only this submitter's results.
+    #[arg(long)]
+    pub submitter: String,
+    /// A mlcommons/inference checkout holding the checker.
+    #[arg(long, value_name = "DIR", env = "NETDIV_INFERENCE_REPO")]
+    pub inference: Option<PathBuf>,
+    /// Python 3 for the checker.
+    #[arg(long, value_name = "PATH", default_value = "python3")]
+    pub python: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -102,6 +167,12 @@ pub struct RunArgs {
     /// The LoadGen that runs the test.
     #[arg(long, value_enum, default_value = "netdiv")]
     pub loadgen: Engine,
+    /// Keep the Network-division rules of a submission run: nodes across a
+    /// network (no loopback, link-local or own-host node), the round's
+    /// official mlperf.conf (no --mlperf-conf), and a node failure or a
+    /// failed Name() ends the run instead of failing over.
+    #[arg(long)]
+    pub submission_mode: bool,
     /// An in-process SUT instead of sut-nodes.
     #[arg(long, value_enum, conflicts_with = "sut_node")]
     pub sut: Option<SutKind>,

@@ -1,7 +1,9 @@
 //! The `loadgen-node` command line: flags ([`args`]), the commands
-//! ([`run`], [`sysdesc`], and the `accuracy` scorer in [`score`]), how
+//! ([`run`], [`sysdesc`], [`submission`] and its `check`, and the
+//! `accuracy` scorer in [`score`]), how
 //! flags become the pieces of a test ([`setup`]), the embedded default
-//! ([`embedded`]), and the live progress line ([`progress`]).
+//! ([`embedded`]), the live progress line ([`progress`]) and the rules of
+//! a submission run ([`submission_mode`]).
 
 pub mod args;
 pub mod embedded;
@@ -9,4 +11,6 @@ pub mod progress;
 pub mod run;
 pub mod score;
 pub mod setup;
+pub mod submission;
+pub mod submission_mode;
 pub mod sysdesc;

@@ -18,11 +18,14 @@ use qdl::node_url::NodeUrl;
 
 use super::args::{Engine, RunArgs, SutKind};
 use super::progress::ProgressLine;
-use super::{embedded, setup};
+use super::{embedded, setup, submission_mode};
 
 /// Runs what the flags ask for: the embedded default without a SUT, else
 /// one test against `--sut` or the `--sut-node`s.
 pub fn command(args: &RunArgs) -> Result<()> {
+    if args.submission_mode {
+        submission_mode::check_flags(args)?;
+    }
     if args.sut.is_none() && args.network.sut_node.is_empty() {
         return embedded::run_default(args);
     }
@@ -105,8 +108,13 @@ pub fn run_network(
 ) -> Result<()> {
     let qsl = setup::qsl(args)?;
     let settings = setup::settings(args, scenario, embedded_conf)?;
-    let config = setup::qdl_config(&args.network, nodes, qsl.store.benchmark())?;
+    let mut config = setup::qdl_config(&args.network, nodes.clone(), qsl.store.benchmark())?;
+    config.no_failover = args.submission_mode;
     let network = qdl::NetworkSut::connect(config, qsl.store.clone())?;
+    if args.submission_mode {
+        let own = sut_node::nic::host_identity();
+        submission_mode::check_nodes(&nodes, network.node_infos(), &own)?;
+    }
     for (url, info) in network.node_urls().iter().zip(network.node_infos()) {
         eprintln!(
             "loadgen-node: node {url}: {} ({} {}) on {}",
@@ -125,6 +133,12 @@ pub fn run_network(
         }
     }
     let stats = sut.network.stats();
+    if args.submission_mode && (stats.nodes_failed > 0 || stats.resent > 0) {
+        bail!(
+            "submission mode: {} node(s) failed during the run; its logs are not a result",
+            stats.nodes_failed
+        );
+    }
     if stats.nodes_failed > 0 || stats.resent > 0 {
         eprintln!(
             "loadgen-node: {} node(s) failed during the run; {} samples were re-sent to the others",
@@ -196,6 +210,7 @@ fn run_official(
             record_issued: args.record_issued.is_some(),
             token_latencies: settings.use_token_latencies
                 || qsl.store.benchmark().uses_token_latencies(),
+            submission_mode: args.submission_mode,
         },
     )?;
     drop(_progress);

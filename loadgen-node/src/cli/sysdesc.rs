@@ -117,11 +117,13 @@ pub fn describe(inputs: &Inputs<'_>) -> (Value, Vec<&'static str>) {
     (Value::Object(fields), todo)
 }
 
-/// `loadgen-node sysdesc`: connects to every node and writes the
-/// Network-division fields of the system description.
-pub fn command(args: &super::args::SysdescArgs) -> anyhow::Result<()> {
-    use anyhow::{bail, Context};
-    let nodes = args.network.sut_node.clone();
+/// Connects to every node of `network` and describes the network: the
+/// fields, the names of those a person must fill in, and each node's Info.
+pub fn measure(
+    network: &super::args::NetworkArgs,
+) -> anyhow::Result<(Value, Vec<&'static str>, Vec<pb::NodeInfo>)> {
+    use anyhow::bail;
+    let nodes = network.sut_node.clone();
     if nodes.is_empty() {
         bail!("sysdesc needs the nodes: --sut-node URL (repeat for each)");
     }
@@ -134,7 +136,7 @@ pub fn command(args: &super::args::SysdescArgs) -> anyhow::Result<()> {
         .collect();
     // Only Name and Info travel: any benchmark's limits do.
     let any = netdiv_proto::Benchmark::parse("null").expect("in the table");
-    let config = super::setup::qdl_config(&args.network, nodes, &any)?;
+    let config = super::setup::qdl_config(network, nodes, &any)?;
     let infos: Vec<pb::NodeInfo> = qdl::describe_nodes(&config)?
         .into_iter()
         .map(|(_, info)| info)
@@ -152,6 +154,14 @@ pub fn command(args: &super::args::SysdescArgs) -> anyhow::Result<()> {
         transports: &transports,
         software: &software,
     });
+    Ok((fields, todo, infos))
+}
+
+/// `loadgen-node sysdesc`: connects to every node and writes the
+/// Network-division fields of the system description.
+pub fn command(args: &super::args::SysdescArgs) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let (fields, todo, _) = measure(&args.network)?;
     let text = serde_json::to_string_pretty(&fields)? + "\n";
     match &args.output {
         Some(path) => std::fs::write(path, text)

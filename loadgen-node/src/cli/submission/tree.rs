@@ -1,0 +1,121 @@
+//! Where everything of a Network-division submission goes: the tree the
+//! official submission checker reads (`network/<submitter>/...`), and a
+//! work folder beside it for the raw runs.
+
+use std::path::{Path, PathBuf};
+
+use loadgen_node::round::Round;
+
+/// The paths of one submitter's tree under a submission root, laid out
+/// as the checker of its round reads it: v6.x keeps measurements and
+/// compliance results in each scenario's folder and the code in `src/`;
+/// v5.x has `measurements/` and `compliance/` trees and `code/`.
+pub struct Tree {
+    /// The round whose layout applies.
+    pub round: Round,
+    /// `ROOT/network/SUBMITTER`.
+    pub submitter_dir: PathBuf,
+    /// The system's name (`systems/NAME.json`, `results/NAME/`).
+    pub system: String,
+    /// Raw runs, resumable: `ROOT/.netdiv-work/SYSTEM`.
+    pub work: PathBuf,
+}
+
+impl Tree {
+    /// The tree of `submitter`'s `system` under `root` (the folder the
+    /// checker's `--input` names).
+    pub fn new(root: &Path, submitter: &str, system: &str, round: Round) -> Tree {
+        Tree {
+            round,
+            submitter_dir: root.join("network").join(submitter),
+            system: system.to_string(),
+            work: root.join(".netdiv-work").join(system),
+        }
+    }
+
+    /// `systems/SYSTEM.json`.
+    pub fn system_json(&self) -> PathBuf {
+        self.submitter_dir
+            .join("systems")
+            .join(format!("{}.json", self.system))
+    }
+
+    /// `results/SYSTEM/MODEL/SCENARIO`.
+    pub fn scenario_dir(&self, model: &str, scenario: &str) -> PathBuf {
+        self.submitter_dir
+            .join("results")
+            .join(&self.system)
+            .join(model)
+            .join(scenario)
+    }
+
+    /// Whether this round's checker reads v5.x's separate trees.
+    fn separate_trees(&self) -> bool {
+        self.round < Round::V6_0
+    }
+
+    /// Where measurements.json (v5.x: `SYSTEM_SCENARIO.json`), user.conf
+    /// and README.md go.
+    pub fn measurements_dir(&self, model: &str, scenario: &str) -> PathBuf {
+        if self.separate_trees() {
+            self.submitter_dir
+                .join("measurements")
+                .join(&self.system)
+                .join(model)
+                .join(scenario)
+        } else {
+            self.scenario_dir(model, scenario)
+        }
+    }
+
+    /// The measurements file's name.
+    pub fn measurements_file(&self, scenario: &str) -> String {
+        if self.separate_trees() {
+            format!("{}_{scenario}.json", self.system)
+        } else {
+            "measurements.json".into()
+        }
+    }
+
+    /// The folder the compliance tests' `TESTxx/` folders go in.
+    pub fn compliance_dir(&self, model: &str, scenario: &str) -> PathBuf {
+        if self.separate_trees() {
+            self.submitter_dir
+                .join("compliance")
+                .join(&self.system)
+                .join(model)
+                .join(scenario)
+        } else {
+            self.scenario_dir(model, scenario)
+        }
+    }
+
+    /// The source code folder (`src/MODEL`, v5.x `code/MODEL`).
+    pub fn code_dir(&self, model: &str) -> PathBuf {
+        let name = if self.separate_trees() { "code" } else { "src" };
+        self.submitter_dir.join(name).join(model)
+    }
+
+    /// `documentation/`.
+    pub fn documentation_dir(&self) -> PathBuf {
+        self.submitter_dir.join("documentation")
+    }
+
+    /// The raw output of one run (`performance`, `accuracy`, `TEST01`).
+    pub fn run_dir(&self, model: &str, scenario: &str, run: &str) -> PathBuf {
+        self.work.join(model).join(scenario).join(run)
+    }
+}
+
+/// Whether a run folder holds a finished run: its summary and detail logs
+/// were written (the LoadGen writes the summary last).
+pub fn finished(run_dir: &Path) -> bool {
+    run_dir.join("mlperf_log_summary.txt").is_file()
+        && run_dir.join("mlperf_log_detail.txt").is_file()
+        && run_dir.join(".netdiv-finished").is_file()
+}
+
+/// Marks a run folder finished (the child exited successfully).
+pub fn mark_finished(run_dir: &Path) -> std::io::Result<()> {
+    std::fs::write(run_dir.join(".netdiv-finished"), b"")
+}

@@ -1,0 +1,82 @@
+//! A Python for the official tools: the compliance verification needs
+//! numpy and the checker PyYAML. The system `python3` if it has them,
+//! else a virtual environment in the cache (`~/.cache/netdiv/python`),
+//! made once with pip, so a fresh machine needs nothing by hand.
+
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+use anyhow::{anyhow, bail, Context, Result};
+
+/// The modules the official tools import beyond the standard library.
+const MODULES: &str = "import numpy, yaml";
+
+fn has_modules(python: &std::path::Path) -> bool {
+    Command::new(python)
+        .args(["-c", MODULES])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// A Python 3 with numpy and PyYAML (set up on first use).
+pub fn python_for_official_tools() -> Result<PathBuf> {
+    static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    PYTHON
+        .get_or_init(|| set_up().map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(|e| anyhow!(e))
+}
+
+fn set_up() -> Result<PathBuf> {
+    let system = PathBuf::from("python3");
+    if has_modules(&system) {
+        return Ok(system);
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .ok_or_else(|| anyhow!("neither XDG_CACHE_HOME nor HOME is set"))?
+        .join("netdiv/python");
+    std::fs::create_dir_all(&cache)
+        .with_context(|| format!("cannot create {}", cache.display()))?;
+    // One installer at a time across test processes.
+    let lock = std::fs::File::create(cache.join(".lock"))?;
+    // SAFETY: a valid descriptor; the lock is released when `lock` closes.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        bail!("cannot lock {}", cache.join(".lock").display());
+    }
+    let venv = cache.join("venv");
+    let python = venv.join("bin/python3");
+    if has_modules(&python) {
+        return Ok(python);
+    }
+    let run = |cmd: &mut Command, what: &str| -> Result<()> {
+        let out = cmd.output().with_context(|| format!("cannot {what}"))?;
+        if !out.status.success() {
+            bail!(
+                "{what} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .rev()
+                    .take(10)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
+        }
+        Ok(())
+    };
+    run(
+        Command::new("python3").args(["-m", "venv"]).arg(&venv),
+        "create a Python virtual environment",
+    )?;
+    run(
+        Command::new(&python).args(["-m", "pip", "install", "--quiet", "numpy", "pyyaml"]),
+        "pip install numpy pyyaml",
+    )?;
+    if !has_modules(&python) {
+        bail!("{} still cannot import numpy and yaml", python.display());
+    }
+    Ok(python)
+}
