@@ -33,6 +33,8 @@ struct NetdivCallbacks {
   size_t performance_sample_count;
   void (*load)(void* ctx, const uint64_t* indices, size_t n);
   void (*unload)(void* ctx, const uint64_t* indices, size_t n);
+  // The QSL's name for the logs: what the samples are (NUL-terminated).
+  const char* qsl_name;
 };
 
 struct NetdivRunOptions {
@@ -88,7 +90,8 @@ class RustQdl : public mlperf::QueryDispatchLibrary {
 
 class RustQsl : public mlperf::QuerySampleLibrary {
  public:
-  explicit RustQsl(const NetdivCallbacks* cb) : cb_(cb), name_("netdiv-qsl") {}
+  explicit RustQsl(const NetdivCallbacks* cb)
+      : cb_(cb), name_(cb->qsl_name != nullptr ? cb->qsl_name : "netdiv-qsl") {}
   const std::string& Name() override { return name_; }
   size_t TotalSampleCount() override { return cb_->total_sample_count; }
   size_t PerformanceSampleCount() override { return cb_->performance_sample_count; }

@@ -38,6 +38,7 @@ pub mod network_run;
 pub mod prerequisites;
 pub mod process;
 pub mod python;
+pub mod submission;
 pub mod sut_client;
 pub mod text;
 

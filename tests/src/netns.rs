@@ -45,6 +45,8 @@ pub struct Netns {
     pub name: String,
     /// The address of the namespace's end of the link.
     pub address: String,
+    /// The address of this namespace's end.
+    host_addr: String,
     host_link: String,
 }
 
@@ -70,6 +72,7 @@ impl Netns {
         let ns = Netns {
             name: name.clone(),
             address: address.clone(),
+            host_addr: host_addr.clone(),
             host_link: host_link.clone(),
         };
         ip(&[
@@ -90,6 +93,11 @@ impl Netns {
         ip(&["-n", &name, "link", "set", &ns_link, "up"])?;
         ip(&["-n", &name, "link", "set", "lo", "up"])?;
         Ok(ns)
+    }
+
+    /// The address of the link's end in this (the caller's) namespace.
+    pub fn host_address(&self) -> &str {
+        &self.host_addr
     }
 
     /// Starts a sut-node inside the namespace, listening on its address.

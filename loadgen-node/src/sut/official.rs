@@ -28,6 +28,7 @@ struct Callbacks {
     performance_sample_count: usize,
     load: extern "C" fn(*mut c_void, *const u64, usize),
     unload: extern "C" fn(*mut c_void, *const u64, usize),
+    qsl_name: *const c_char,
 }
 
 #[repr(C)]
@@ -492,6 +493,7 @@ pub fn run(
     let model = c_string(options.model, "--model")?;
     let audit = c_path(options.audit_conf, "--audit-conf")?;
     let outdir = c_path(options.outdir, "--output")?;
+    let qsl_name = c_string(&crate::sut::QuerySampleLibrary::name(qsl), "the QSL's name")?;
     let mut ctx = Context {
         network,
         qsl,
@@ -517,6 +519,7 @@ pub fn run(
         performance_sample_count: qsl.performance_sample_count,
         load: load_cb,
         unload: unload_cb,
+        qsl_name: qsl_name.as_ptr(),
     };
     let run_options = RunOptions {
         scenario: scenario.as_ptr(),

@@ -24,6 +24,11 @@ pub struct SyntheticConfig {
     /// (at least `output_bytes`): 0.25 for a one-byte class per float32
     /// voxel of a 3D-UNet volume.
     pub output_fraction: Option<f64>,
+    /// TEST ONLY, breaks the rules on purpose: answer an input equal to the
+    /// one before it at once from a cache, without its cost. The
+    /// compliance test TEST04 (the same sample over and over) exists to
+    /// catch such a SUT; netdiv's tests show that it does.
+    pub test_only_response_cache: bool,
 }
 
 impl Default for SyntheticConfig {
@@ -34,6 +39,7 @@ impl Default for SyntheticConfig {
             devices: 1,
             output_bytes: 8,
             output_fraction: None,
+            test_only_response_cache: false,
         }
     }
 }
@@ -42,12 +48,30 @@ impl Default for SyntheticConfig {
 #[derive(Debug)]
 pub struct SyntheticBackend {
     config: SyntheticConfig,
+    /// The hash of the last input answered (`test_only_response_cache`).
+    last: std::sync::Mutex<Option<u64>>,
 }
 
 impl SyntheticBackend {
     /// A backend that simulates the costs and output size of `config`.
     pub fn new(config: SyntheticConfig) -> Self {
-        Self { config }
+        Self {
+            config,
+            last: Default::default(),
+        }
+    }
+
+    /// How many of `inputs` cost their time: all, unless the test-only
+    /// cache holds them (each equal to the input before it).
+    fn costly(&self, inputs: &[&[u8]]) -> usize {
+        if !self.config.test_only_response_cache {
+            return inputs.len();
+        }
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        inputs
+            .iter()
+            .filter(|i| last.replace(word_hash(i)) != Some(word_hash(i)))
+            .count()
     }
 
     /// Bytes of the output for an input of `input_len` bytes.
@@ -113,13 +137,18 @@ impl Backend for SyntheticBackend {
     fn detail(&self) -> String {
         let c = &self.config;
         format!(
-            "batch_cost_us={} sample_cost_us={} devices={} output_bytes={}{}",
+            "batch_cost_us={} sample_cost_us={} devices={} output_bytes={}{}{}",
             c.batch_cost_us,
             c.sample_cost_us,
             c.devices,
             c.output_bytes,
             c.output_fraction
-                .map_or(String::new(), |f| format!(" output_fraction={f}"))
+                .map_or(String::new(), |f| format!(" output_fraction={f}")),
+            if c.test_only_response_cache {
+                " TEST-ONLY-RESPONSE-CACHE (breaks the rules)"
+            } else {
+                ""
+            }
         )
     }
 
@@ -128,7 +157,13 @@ impl Backend for SyntheticBackend {
     }
 
     fn run(&self, _device: usize, inputs: &[&[u8]]) -> Vec<Result<Vec<u8>, String>> {
-        let cost = self.config.batch_cost_us + self.config.sample_cost_us * inputs.len() as u64;
+        let costly = self.costly(inputs) as u64;
+        let batch = if costly > 0 {
+            self.config.batch_cost_us
+        } else {
+            0
+        };
+        let cost = batch + self.config.sample_cost_us * costly;
         if cost > 0 {
             busy_for(Duration::from_micros(cost));
         }
@@ -163,5 +198,28 @@ mod tests {
         let out = b.run(0, &[b"x", b"y"]);
         assert!(t.elapsed() >= Duration::from_micros(2000));
         assert_eq!(out.len(), 2);
+    }
+
+    /// The test-only cache answers an input equal to the one before it
+    /// without its cost, and only that.
+    #[test]
+    fn the_test_only_cache_skips_the_cost_of_a_repeat() {
+        let b = SyntheticBackend::new(SyntheticConfig {
+            sample_cost_us: 20_000,
+            test_only_response_cache: true,
+            ..Default::default()
+        });
+        let timed = |input: &[u8]| {
+            let t = Instant::now();
+            let out = b.run(0, &[input]);
+            (t.elapsed(), out)
+        };
+        let (first, a) = timed(b"same");
+        let (repeat, a2) = timed(b"same");
+        let (other, _) = timed(b"other");
+        assert_eq!(a, a2, "a cached answer is the same answer");
+        assert!(first >= Duration::from_millis(20) && other >= Duration::from_millis(20));
+        assert!(repeat < Duration::from_millis(5), "{repeat:?}");
+        assert!(b.detail().contains("TEST-ONLY-RESPONSE-CACHE"));
     }
 }

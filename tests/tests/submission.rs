@@ -1,0 +1,511 @@
+//! `loadgen-node submission` end to end, and the refusals of submission
+//! mode. The submissions run the official LoadGen against sut-nodes in
+//! network namespaces of their own (veth links, not loopback), verify the
+//! compliance tests with the official scripts and give the tree to the
+//! official checker of the shared mlcommons/inference checkout
+//! (`NETDIV_INFERENCE_REPO`, else `../shared/mlcommons-inference`). Each
+//! expects exactly the checker errors that short runs and synthetic data
+//! must cause, and fails on any other.
+//!
+//! Needs root (network namespaces), the checkout and pip (numpy, PyYAML
+//! for the official Python tools); outside CI a missing one skips.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use netdiv_tests::binaries::loadgen_node_official_bin;
+use netdiv_tests::netns::{self, Netns};
+use netdiv_tests::python::python_for_official_tools;
+use netdiv_tests::submission::{
+    checker_errors, inference_checkout, only_expected_errors, SYSTEM_JSON,
+};
+use netdiv_tests::sut_client::NodeProcess;
+use netdiv_tests::{loadgen_node_bin, run_with_deadline, skip_unless_ci, test_dir, write_file};
+
+/// What a submission test needs, or `None` when it is skipped.
+struct Kit {
+    inference: PathBuf,
+    python: PathBuf,
+    official: PathBuf,
+}
+
+fn kit() -> Result<Option<Kit>> {
+    if !netns::available() {
+        skip_unless_ci("root and `ip netns` (network namespaces for the sut-nodes)")?;
+        return Ok(None);
+    }
+    let Some(inference) = inference_checkout() else {
+        skip_unless_ci("a mlcommons/inference checkout (NETDIV_INFERENCE_REPO)")?;
+        return Ok(None);
+    };
+    Ok(Some(Kit {
+        inference,
+        python: python_for_official_tools()?,
+        official: loadgen_node_official_bin()?,
+    }))
+}
+
+/// A node config: `sample_cost_us` per sample, one at a time, so the
+/// node's time (a sleep), not the shared CPU, sets the throughput and the
+/// compliance tests' performance comparisons hold on a busy machine.
+fn node_config(dir: &Path, name: &str, sample_cost_us: u64, cache: bool) -> Result<PathBuf> {
+    write_file(
+        dir,
+        name,
+        &format!(
+            "[synthetic]\nsample_cost_us = {sample_cost_us}\ndevices = 1\n\
+             test_only_response_cache = {cache}\n\n[batching]\nmax_batch_size = 1\n"
+        ),
+    )
+}
+
+/// Two sut-nodes of `benchmark`, each in a network namespace of its own.
+fn namespaced_nodes(benchmark: &str, config: &Path) -> Result<Vec<(Netns, NodeProcess)>> {
+    (1..=2)
+        .map(|i| {
+            let ns = Netns::create()?;
+            let config = config.display().to_string();
+            let node = ns.start_node(
+                &format!("ns-node-{i}"),
+                &[
+                    "--transport",
+                    "grpc",
+                    "--benchmark",
+                    benchmark,
+                    "--config",
+                    &config,
+                ],
+            )?;
+            Ok((ns, node))
+        })
+        .collect()
+}
+
+fn node_flags(nodes: &[(Netns, NodeProcess)]) -> Vec<String> {
+    nodes
+        .iter()
+        .flat_map(|(_, n)| {
+            [
+                "--sut-node".into(),
+                format!("grpc://{}", n.grpc.expect("gRPC")),
+            ]
+        })
+        .collect()
+}
+
+/// Runs `program args`, output to files in `dir`; returns (success,
+/// stdout, stderr).
+fn run(
+    program: &Path,
+    args: &[String],
+    dir: &Path,
+    limit: Duration,
+) -> Result<(bool, String, String)> {
+    let (out, err) = (dir.join("stdout.txt"), dir.join("stderr.txt"));
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out)?)
+        .stderr(std::fs::File::create(&err)?);
+    let exited = run_with_deadline(&mut command, limit)?;
+    anyhow::ensure!(
+        !exited.timed_out,
+        "{} timed out after {limit:?}",
+        program.display()
+    );
+    Ok((
+        exited.status.success(),
+        std::fs::read_to_string(out)?,
+        std::fs::read_to_string(err)?,
+    ))
+}
+
+/// The submission flags shared by the tests.
+fn submission_args(kit: &Kit, benchmark: &str, round: &str) -> Vec<String> {
+    [
+        "submission",
+        "--submitter",
+        "netdiv-ci",
+        "--system",
+        "nslab",
+        "--system-json",
+        "system.json",
+        "--accuracy-output",
+        "accuracy.txt",
+        "--benchmark",
+        benchmark,
+        "--round",
+        round,
+        "--user-conf",
+        "user.conf",
+        "--output",
+        "submission",
+        "--progress",
+        "never",
+    ]
+    .map(String::from)
+    .into_iter()
+    .chain([
+        "--inference".into(),
+        kit.inference.display().to_string(),
+        "--python".into(),
+        kit.python.display().to_string(),
+    ])
+    .collect()
+}
+
+fn detail_value(detail: &str, key: &str) -> Option<String> {
+    let needle = format!("\"key\": \"{key}\", \"value\": ");
+    let line = detail.lines().find(|l| l.contains(&needle))?;
+    let rest = &line[line.find(&needle)? + needle.len()..];
+    Some(
+        rest.split(", \"time_ms\"")
+            .next()?
+            .trim_matches('"')
+            .to_string(),
+    )
+}
+
+/// Errors of any short synthetic run: durations under 600 s, and the
+/// checker's own "some checks failed" lines that follow from them.
+const SHORT_RUN_ERRORS: &[&str] = &[
+    "Test duration less than 600s in user config",
+    "Some performance checks Checks failed for",
+    "Some compliance check Checks failed for",
+    "Some accuracy checks Checks failed for",
+    "NoResults",
+];
+
+#[test]
+fn submission_3d_unet_99_round_v6_1_at_real_sample_sizes() -> Result<()> {
+    let Some(kit) = kit()? else { return Ok(()) };
+    let dir = test_dir("submission-3d-unet")?;
+    // 1 s per volume on each node: 2 volumes/s in all, well below what
+    // the veth links carry (about 5 volumes of 132 MB per second here), so
+    // the nodes' time sets the throughput that TEST01 compares (+-10 %).
+    let config = node_config(dir.path(), "node.toml", 1_000_000, false)?;
+    let nodes = namespaced_nodes("3d-unet-99", &config)?;
+    write_file(dir.path(), "system.json", SYSTEM_JSON)?;
+    // Synthetic volumes have no ground truth: the score is 0, and says so.
+    write_file(
+        dir.path(),
+        "accuracy.txt",
+        "Accuracy: mean = 0.00000, kidney = 0.0, tumor = 0.0 (synthetic data: nothing to score)\n",
+    )?;
+    write_file(
+        dir.path(),
+        "user.conf",
+        "*.Offline.target_qps = 1\n*.Offline.min_duration = 1000\n",
+    )?;
+    let mut args = submission_args(&kit, "3d-unet-99", "v6.1");
+    args.push("--check".into());
+    args.extend(node_flags(&nodes));
+    let (ok, stdout, stderr) = run(&kit.official, &args, dir.path(), Duration::from_secs(900))?;
+    let context = || format!("stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        !ok,
+        "the checker must find the short run's errors; {}",
+        context()
+    );
+    assert!(stdout.contains("Offline TEST01: verified"), "{}", context());
+    assert!(stdout.contains("submission has errors"), "{}", context());
+    only_expected_errors(
+        &checker_errors(&stdout),
+        SHORT_RUN_ERRORS,
+        &[
+            "Test duration less than 600s",
+            "Some accuracy checks Checks failed",
+        ],
+    )
+    .with_context(context)?;
+
+    let root = dir.path().join("submission");
+    let log = std::fs::read_to_string(root.join("checker-v6.1.log"))?;
+    assert!(!log.contains("seed is wrong"), "seed errors:\n{log}");
+    assert!(
+        log.contains("accuracy not met"),
+        "the synthetic score is reported:\n{log}"
+    );
+    let scenario = root.join("network/netdiv-ci/results/nslab/3d-unet-99/Offline");
+    let detail = std::fs::read_to_string(scenario.join("performance/run_1/mlperf_log_detail.txt"))?;
+    assert_eq!(
+        detail_value(&detail, "effective_qsl_rng_seed").as_deref(),
+        Some("2085463073848966840")
+    );
+    let sut = detail_value(&detail, "sut_name").unwrap_or_default();
+    assert!(sut.contains("Network SUT"), "{sut}");
+    // Real-size volumes, varying: 192..896 slices of 256 x 256 float32.
+    let qsl = detail_value(&detail, "qsl_name").unwrap_or_default();
+    assert!(
+        qsl.contains("volumes of 1 x 192..=896 x [256, 256]"),
+        "{qsl}"
+    );
+    let verify = std::fs::read_to_string(scenario.join("TEST01/verify_accuracy.txt"))?;
+    assert!(verify.lines().any(|l| l.trim() == "TEST PASS"), "{verify}");
+    let system: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(
+        root.join("network/netdiv-ci/systems/nslab.json"),
+    )?)?;
+    assert_eq!(system["is_network"], "True");
+    assert_eq!(system["division"], "network");
+    assert!(
+        system["nic_sut"]
+            .as_str()
+            .unwrap_or("")
+            .contains("ns-node-1"),
+        "{system}"
+    );
+    drop(nodes);
+    Ok(())
+}
+
+#[test]
+fn submission_resnet50_round_v5_0_offline_and_server_with_test01_and_test04() -> Result<()> {
+    let Some(kit) = kit()? else { return Ok(()) };
+    let dir = test_dir("submission-resnet50")?;
+    let config = node_config(dir.path(), "node.toml", 2_000, false)?;
+    let nodes = namespaced_nodes("resnet50", &config)?;
+    write_file(dir.path(), "system.json", SYSTEM_JSON)?;
+    write_file(
+        dir.path(),
+        "accuracy.txt",
+        "accuracy=0.000%, good=0, total=2048 (synthetic data: nothing to score)\n",
+    )?;
+    write_file(
+        dir.path(),
+        "user.conf",
+        "*.Offline.target_qps = 800\n*.Offline.min_duration = 1000\n\
+         resnet50.Offline.min_query_count = 1600\n*.Server.target_qps = 300\n\
+         *.Server.min_duration = 2000\n*.Server.min_query_count = 600\n",
+    )?;
+    let mut args = submission_args(&kit, "resnet50", "v5.0");
+    // A short data set: the accuracy run covers 2048 images, not 50000.
+    args.extend(["--total-sample-count", "2048", "--check"].map(String::from));
+    args.extend(node_flags(&nodes));
+    let (ok, stdout, stderr) = run(&kit.official, &args, dir.path(), Duration::from_secs(900))?;
+    let context = || format!("stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        !ok,
+        "the checker must find the short run's errors; {}",
+        context()
+    );
+    for verified in [
+        "Offline TEST01",
+        "Offline TEST04",
+        "Server TEST01",
+        "Server TEST04",
+    ] {
+        assert!(
+            stdout.contains(&format!("{verified}: verified")),
+            "{verified}; {}",
+            context()
+        );
+    }
+    let mut allowed = SHORT_RUN_ERRORS.to_vec();
+    allowed.extend([
+        "accurcy run does not cover all dataset",
+        "Early stopping condition was not met",
+        "Latency constraint with early stopping not met",
+    ]);
+    only_expected_errors(
+        &checker_errors(&stdout),
+        &allowed,
+        &["Test duration less than 600s"],
+    )
+    .with_context(context)?;
+    let root = dir.path().join("submission");
+    let log = std::fs::read_to_string(root.join("checker-v5.0.log"))?;
+    assert!(!log.contains("seed is wrong"), "seed errors:\n{log}");
+    // v5.0's layout: compliance and measurements in trees of their own.
+    let sub = root.join("network/netdiv-ci");
+    for path in [
+        "compliance/nslab/resnet/Server/TEST04/verify_performance.txt",
+        "compliance/nslab/resnet/Offline/TEST01/verify_accuracy.txt",
+        "measurements/nslab/resnet/Offline/nslab_Offline.json",
+        "code/resnet/README.md",
+    ] {
+        assert!(sub.join(path).is_file(), "{path} is missing");
+    }
+    drop(nodes);
+    Ok(())
+}
+
+/// TEST04 repeats one sample: a SUT that answers repeats from a cache
+/// looks faster than it is, and the official verification says so.
+#[test]
+fn test04_catches_a_node_that_caches_responses() -> Result<()> {
+    let Some(kit) = kit()? else { return Ok(()) };
+    let dir = test_dir("submission-cache")?;
+    let config = node_config(dir.path(), "node.toml", 2_000, true)?;
+    let nodes = namespaced_nodes("resnet50", &config)?;
+    write_file(dir.path(), "system.json", SYSTEM_JSON)?;
+    write_file(dir.path(), "accuracy.txt", "accuracy=0.000%\n")?;
+    write_file(
+        dir.path(),
+        "user.conf",
+        "*.Offline.target_qps = 800\n*.Offline.min_duration = 1000\n\
+         resnet50.Offline.min_query_count = 1600\n",
+    )?;
+    let mut args = submission_args(&kit, "resnet50", "v5.0");
+    args.extend(["--scenario", "Offline", "--total-sample-count", "2048"].map(String::from));
+    args.extend(node_flags(&nodes));
+    let (ok, stdout, stderr) = run(&kit.official, &args, dir.path(), Duration::from_secs(600))?;
+    assert!(!ok, "a caching SUT passed TEST04:\n{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("TEST04 of Offline did not pass its official verification"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(stderr.contains("TEST FAIL"), "{stderr}");
+    drop(nodes);
+    Ok(())
+}
+
+/// A submission stops before any run while the system description has a
+/// field to fill in, and lists them.
+#[test]
+fn submission_stops_on_a_todo_field() -> Result<()> {
+    let Some(kit) = kit()? else { return Ok(()) };
+    let dir = test_dir("submission-todo")?;
+    let node = NodeProcess::start(
+        "todo-node",
+        None,
+        &["--transport", "grpc", "--benchmark", "3d-unet-99"],
+    )?;
+    let json = SYSTEM_JSON
+        .replace("\"cooling\": \"air\"", "\"cooling\": \"TODO: fill in\"")
+        .replace("\"network_media\": \"virtual\",", "");
+    write_file(dir.path(), "system.json", &json)?;
+    write_file(dir.path(), "accuracy.txt", "Accuracy: mean = 0.0\n")?;
+    write_file(dir.path(), "user.conf", "*.Offline.min_duration = 1000\n")?;
+    let mut args = submission_args(&kit, "3d-unet-99", "v6.1");
+    args.extend([
+        "--sut-node".into(),
+        format!("grpc://{}", node.grpc.expect("gRPC")),
+    ]);
+    let (ok, stdout, stderr) = run(&kit.official, &args, dir.path(), Duration::from_secs(120))?;
+    assert!(!ok, "{stdout}");
+    assert!(stderr.contains("fields to fill in (2 of them"), "{stderr}");
+    assert!(
+        stderr.contains("cooling") && stderr.contains("network_media"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("running"), "no run may start: {stdout}");
+    Ok(())
+}
+
+/// `run --submission-mode` refusals that need no official LoadGen.
+fn submission_mode_run(args: &[String]) -> Result<(bool, String)> {
+    let dir = test_dir("submission-mode")?;
+    let mut all: Vec<String> = [
+        "run",
+        "--submission-mode",
+        "--scenario",
+        "Offline",
+        "--progress",
+        "never",
+    ]
+    .map(String::from)
+    .to_vec();
+    all.extend_from_slice(args);
+    all.extend([
+        "--output".into(),
+        dir.path().join("logs").display().to_string(),
+    ]);
+    let (ok, _, stderr) = run(
+        &loadgen_node_bin()?,
+        &all,
+        dir.path(),
+        Duration::from_secs(120),
+    )?;
+    Ok((ok, stderr))
+}
+
+#[test]
+fn submission_mode_refuses_a_loopback_node() -> Result<()> {
+    let node = NodeProcess::start("lo-node", None, &["--transport", "grpc"])?;
+    let url = format!("grpc://{}", node.grpc.expect("gRPC"));
+    let (ok, stderr) = submission_mode_run(&["--sut-node".into(), url])?;
+    assert!(!ok);
+    assert!(stderr.contains("loopback address"), "{stderr}");
+    Ok(())
+}
+
+#[test]
+fn submission_mode_refuses_mlperf_conf() -> Result<()> {
+    let dir = test_dir("submission-mode-conf")?;
+    let conf = write_file(dir.path(), "mlperf.conf", "*.*.qsl_rng_seed = 1\n")?;
+    let (ok, stderr) = submission_mode_run(&[
+        "--sut-node".into(),
+        "grpc://10.0.0.2:7000".into(),
+        "--mlperf-conf".into(),
+        conf.display().to_string(),
+    ])?;
+    assert!(!ok);
+    assert!(stderr.contains("--mlperf-conf is refused"), "{stderr}");
+    Ok(())
+}
+
+/// A node reached through a routable address, but on this very host and
+/// network stack, is refused by its host identity.
+#[test]
+fn submission_mode_refuses_a_node_on_this_host() -> Result<()> {
+    if !netns::available() {
+        return skip_unless_ci("root and `ip netns`");
+    }
+    // The namespace only gives this host a routable address of its own.
+    let ns = Netns::create()?;
+    let host_addr = ns.host_address();
+    let node = NodeProcess::start_with(
+        "own-host-node",
+        None,
+        &["--listen", &format!("{host_addr}:0"), "--transport", "grpc"],
+        None,
+    )?;
+    let url = format!("grpc://{}", node.grpc.expect("gRPC"));
+    let (ok, stderr) = submission_mode_run(&["--sut-node".into(), url])?;
+    assert!(!ok);
+    assert!(
+        stderr.contains("runs on this LoadGen node's own host"),
+        "{stderr}"
+    );
+    Ok(())
+}
+
+/// A node that dies mid-run ends a submission-mode run with an error
+/// instead of a result that failed over.
+#[test]
+fn submission_mode_ends_the_run_when_a_node_is_lost() -> Result<()> {
+    if !netns::available() {
+        return skip_unless_ci("root and `ip netns`");
+    }
+    let dir = test_dir("submission-mode-lost")?;
+    let config = node_config(dir.path(), "node.toml", 2_000, false)?;
+    let mut nodes = namespaced_nodes("resnet50", &config)?;
+    let conf = write_file(
+        dir.path(),
+        "user.conf",
+        "*.Offline.target_qps = 1000\n*.Offline.min_duration = 1000\n\
+         resnet50.Offline.min_query_count = 8000\n",
+    )?;
+    let mut args = vec!["--user-conf".to_string(), conf.display().to_string()];
+    args.extend(node_flags(&nodes));
+    let victim = nodes[1].1.child.id();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(3));
+        // SAFETY: kill has no memory preconditions; the pid is our child.
+        unsafe { libc::kill(victim as libc::pid_t, libc::SIGKILL) };
+    });
+    let (ok, stderr) = submission_mode_run(&args)?;
+    killer.join().expect("killer thread");
+    assert!(!ok, "a run that lost a node passed:\n{stderr}");
+    assert!(
+        stderr.contains("in submission mode a run that loses a node"),
+        "{stderr}"
+    );
+    let _ = nodes[1].1.child.wait();
+    nodes.clear();
+    Ok(())
+}
