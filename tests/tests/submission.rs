@@ -63,21 +63,19 @@ fn node_config(dir: &Path, name: &str, sample_cost_us: u64, cache: bool) -> Resu
 
 /// Two sut-nodes of `benchmark`, each in a network namespace of its own.
 fn namespaced_nodes(benchmark: &str, config: &Path) -> Result<Vec<(Netns, NodeProcess)>> {
+    let config = config.display().to_string();
+    namespaced_nodes_with(benchmark, &["--config", &config])
+}
+
+/// Two sut-nodes of `benchmark` started with `flags`, each in a network
+/// namespace of its own.
+fn namespaced_nodes_with(benchmark: &str, flags: &[&str]) -> Result<Vec<(Netns, NodeProcess)>> {
     (1..=2)
         .map(|i| {
             let ns = Netns::create()?;
-            let config = config.display().to_string();
-            let node = ns.start_node(
-                &format!("ns-node-{i}"),
-                &[
-                    "--transport",
-                    "grpc",
-                    "--benchmark",
-                    benchmark,
-                    "--config",
-                    &config,
-                ],
-            )?;
+            let mut args = vec!["--transport", "grpc", "--benchmark", benchmark];
+            args.extend_from_slice(flags);
+            let node = ns.start_node(&format!("ns-node-{i}"), &args)?;
             Ok((ns, node))
         })
         .collect()
@@ -329,6 +327,79 @@ fn submission_resnet50_round_v5_0_offline_and_server_with_test01_and_test04() ->
     ] {
         assert!(sub.join(path).is_file(), "{path} is missing");
     }
+    drop(nodes);
+    Ok(())
+}
+
+/// An LLM with token latencies: llama2-70b-99 Offline and Server (one of
+/// Server or Interactive is required) for round v6.0 over synthetic LLM
+/// nodes, with TEST06 (first tokens, EOS, token counts) verified by its
+/// official script.
+#[test]
+fn submission_llama2_70b_99_round_v6_0_with_test06() -> Result<()> {
+    let Some(kit) = kit()? else { return Ok(()) };
+    let dir = test_dir("submission-llama2")?;
+    let nodes = namespaced_nodes_with(
+        "llama2-70b-99",
+        &[
+            "--llm-prefill-us-per-token",
+            "1",
+            "--llm-decode-us-per-token",
+            "200",
+            "--llm-max-sequences",
+            "128",
+        ],
+    )?;
+    write_file(dir.path(), "system.json", SYSTEM_JSON)?;
+    write_file(
+        dir.path(),
+        "accuracy.txt",
+        "{'rouge1': 0.0, 'rouge2': 0.0, 'rougeL': 0.0, 'rougeLsum': 0.0, \
+         'tokens_per_sample': 0.0} (synthetic tokens: nothing to score)\n",
+    )?;
+    write_file(
+        dir.path(),
+        "user.conf",
+        "*.Offline.target_qps = 100\n*.Offline.min_duration = 1000\n\
+         llama2-70b.Offline.min_query_count = 400\n*.Server.target_qps = 40\n\
+         *.Server.min_duration = 2000\n*.Server.min_query_count = 100\n",
+    )?;
+    let mut args = submission_args(&kit, "llama2-70b-99", "v6.0");
+    args.extend(["--total-sample-count", "1024", "--check"].map(String::from));
+    args.extend(node_flags(&nodes));
+    let (ok, stdout, stderr) = run(&kit.official, &args, dir.path(), Duration::from_secs(900))?;
+    let context = || format!("stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        !ok,
+        "the checker must find the short run's errors; {}",
+        context()
+    );
+    assert!(stdout.contains("Offline TEST06: verified"), "{}", context());
+    assert!(stdout.contains("Server TEST06: verified"), "{}", context());
+    let mut allowed = SHORT_RUN_ERRORS.to_vec();
+    allowed.extend([
+        "accurcy run does not cover all dataset",
+        "performance_sample_count, found 1024, needs to be >= 24576",
+        "Early stopping condition was not met",
+    ]);
+    only_expected_errors(
+        &checker_errors(&stdout),
+        &allowed,
+        &["Test duration less than 600s"],
+    )
+    .with_context(context)?;
+    let root = dir.path().join("submission");
+    let log = std::fs::read_to_string(root.join("checker-v6.0.log"))?;
+    assert!(!log.contains("seed is wrong"), "seed errors:\n{log}");
+    let verify =
+        std::fs::read_to_string(root.join(
+            "network/netdiv-ci/results/nslab/llama2-70b-99/Offline/TEST06/verify_accuracy.txt",
+        ))?;
+    assert!(verify.contains("EOS check pass: True"), "{verify}");
+    assert!(
+        verify.contains("Sample length check pass: True"),
+        "{verify}"
+    );
     drop(nodes);
     Ok(())
 }

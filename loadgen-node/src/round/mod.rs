@@ -47,6 +47,19 @@ pub struct SuiteEntry {
 }
 
 impl SuiteEntry {
+    /// The scenarios a complete submission of it has: the required ones,
+    /// and Server where Interactive and Server are both optional (the
+    /// checker wants one of the two).
+    pub fn submission_scenarios(&self) -> Vec<&'static str> {
+        let mut scenarios = self.required.to_vec();
+        let optional_pair =
+            self.optional.contains(&"Interactive") && self.optional.contains(&"Server");
+        if optional_pair && !scenarios.contains(&"Server") && !scenarios.contains(&"Interactive") {
+            scenarios.push("Server");
+        }
+        scenarios
+    }
+
     /// Whether a submission may have `scenario`.
     pub fn allows(&self, scenario: &str) -> bool {
         self.required.contains(&scenario) || self.optional.contains(&scenario)
@@ -340,6 +353,16 @@ mod tests {
             Round::V6_1.checker_model(&bench("llama2-70b-interactive-99.9")),
             "llama2-70b-99.9"
         );
+    }
+
+    #[test]
+    fn a_submission_has_one_of_interactive_or_server_where_both_are_optional() {
+        let llama = Round::V6_0.suite_entry(&bench("llama2-70b-99")).unwrap();
+        assert_eq!(llama.submission_scenarios(), ["Offline", "Server"]);
+        let unet = Round::V6_1.suite_entry(&bench("3d-unet-99")).unwrap();
+        assert_eq!(unet.submission_scenarios(), ["Offline"]);
+        let resnet = Round::V5_0.suite_entry(&bench("resnet50")).unwrap();
+        assert_eq!(resnet.submission_scenarios(), ["Server", "Offline"]);
     }
 
     #[test]
