@@ -18,6 +18,7 @@
 //! * [`sample`]: samples and completions checked at the edge;
 //! * [`transport`]: limits, windows, keep-alives and timeouts.
 
+pub mod bandwidth;
 pub mod benchmark;
 pub mod codec;
 pub mod dtype;

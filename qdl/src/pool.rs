@@ -248,6 +248,11 @@ impl<T: Clone> Pool<T> {
         tags
     }
 
+    /// Why `node` failed, if it did.
+    pub fn failure(&self, node: usize) -> Option<&str> {
+        self.nodes[node].failure.as_deref()
+    }
+
     /// Whether `node` still takes work.
     pub fn is_healthy(&self, node: usize) -> bool {
         self.nodes[node].failure.is_none()

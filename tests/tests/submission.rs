@@ -242,6 +242,26 @@ fn submission_3d_unet_99_round_v6_1_at_real_sample_sizes() -> Result<()> {
         qsl.contains("volumes of 1 x 192..=896 x [256, 256]"),
         "{qsl}"
     );
+    // The run record beside the performance run's logs: each node's
+    // traffic and Name() round trips, and the rules' bandwidth check.
+    let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(
+        root.join(".netdiv-work/nslab/3d-unet-99/Offline/performance/netdiv_run.json"),
+    )?)?;
+    assert_eq!(record["round"], "v6.1");
+    assert_eq!(record["loadgen"], "official");
+    let rule = record["bandwidth"]["rule"].as_str().unwrap_or_default();
+    assert!(rule.contains("32944795 x 4 B"), "{record}");
+    for node in record["nodes"].as_array().expect("nodes") {
+        assert!(
+            node["traffic"]["bytes_sent"].as_u64().unwrap_or(0) > 64 << 20,
+            "{node}"
+        );
+        assert!(!node["traffic"]["name_round_trips_us"]
+            .as_array()
+            .unwrap()
+            .is_empty());
+        assert!(node["failure"].is_null(), "{node}");
+    }
     let verify = std::fs::read_to_string(scenario.join("TEST01/verify_accuracy.txt"))?;
     assert!(verify.lines().any(|l| l.trim() == "TEST PASS"), "{verify}");
     let system: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(
@@ -468,7 +488,7 @@ fn submission_stops_on_a_todo_field() -> Result<()> {
 }
 
 /// `run --submission-mode` refusals that need no official LoadGen.
-fn submission_mode_run(args: &[String]) -> Result<(bool, String)> {
+fn submission_mode_run(args: &[String]) -> Result<(bool, String, netdiv_tests::TestDir)> {
     let dir = test_dir("submission-mode")?;
     let mut all: Vec<String> = [
         "run",
@@ -491,14 +511,14 @@ fn submission_mode_run(args: &[String]) -> Result<(bool, String)> {
         dir.path(),
         Duration::from_secs(120),
     )?;
-    Ok((ok, stderr))
+    Ok((ok, stderr, dir))
 }
 
 #[test]
 fn submission_mode_refuses_a_loopback_node() -> Result<()> {
     let node = NodeProcess::start("lo-node", None, &["--transport", "grpc"])?;
     let url = format!("grpc://{}", node.grpc.expect("gRPC"));
-    let (ok, stderr) = submission_mode_run(&["--sut-node".into(), url])?;
+    let (ok, stderr, _dir) = submission_mode_run(&["--sut-node".into(), url])?;
     assert!(!ok);
     assert!(stderr.contains("loopback address"), "{stderr}");
     Ok(())
@@ -508,7 +528,7 @@ fn submission_mode_refuses_a_loopback_node() -> Result<()> {
 fn submission_mode_refuses_mlperf_conf() -> Result<()> {
     let dir = test_dir("submission-mode-conf")?;
     let conf = write_file(dir.path(), "mlperf.conf", "*.*.qsl_rng_seed = 1\n")?;
-    let (ok, stderr) = submission_mode_run(&[
+    let (ok, stderr, _dir) = submission_mode_run(&[
         "--sut-node".into(),
         "grpc://10.0.0.2:7000".into(),
         "--mlperf-conf".into(),
@@ -536,7 +556,7 @@ fn submission_mode_refuses_a_node_on_this_host() -> Result<()> {
         None,
     )?;
     let url = format!("grpc://{}", node.grpc.expect("gRPC"));
-    let (ok, stderr) = submission_mode_run(&["--sut-node".into(), url])?;
+    let (ok, stderr, _dir) = submission_mode_run(&["--sut-node".into(), url])?;
     assert!(!ok);
     assert!(
         stderr.contains("runs on this LoadGen node's own host"),
@@ -569,13 +589,28 @@ fn submission_mode_ends_the_run_when_a_node_is_lost() -> Result<()> {
         // SAFETY: kill has no memory preconditions; the pid is our child.
         unsafe { libc::kill(victim as libc::pid_t, libc::SIGKILL) };
     });
-    let (ok, stderr) = submission_mode_run(&args)?;
+    let (ok, stderr, _dir) = submission_mode_run(&args)?;
     killer.join().expect("killer thread");
     assert!(!ok, "a run that lost a node passed:\n{stderr}");
     assert!(
         stderr.contains("in submission mode a run that loses a node"),
         "{stderr}"
     );
+    // The record says which node failed, and why.
+    let record_path = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("loadgen-node: run record: "))
+        .context("the run names its record")?;
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(record_path.trim())?)?;
+    let failed: Vec<&serde_json::Value> = record["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .filter(|n| !n["failure"].is_null())
+        .collect();
+    assert_eq!(failed.len(), 1, "{record}");
+    assert_eq!(failed[0]["name"], "ns-node-2");
     let _ = nodes[1].1.child.wait();
     nodes.clear();
     Ok(())

@@ -3,11 +3,13 @@
 //! `accuracy` scorer in [`score`]), how
 //! flags become the pieces of a test ([`setup`]), the embedded default
 //! ([`embedded`]), the live progress line ([`progress`]) and the rules of
-//! a submission run ([`submission_mode`]).
+//! a submission run ([`submission_mode`]), and the run record of every
+//! network run ([`record`]).
 
 pub mod args;
 pub mod embedded;
 pub mod progress;
+pub mod record;
 pub mod run;
 pub mod score;
 pub mod setup;

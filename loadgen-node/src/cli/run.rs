@@ -126,12 +126,25 @@ pub fn run_network(
         network,
         counters: counters.clone(),
     };
-    match args.loadgen {
-        Engine::Netdiv => run_test(args, &sut, &qsl, &settings, output, Some(counters))?,
+    let ran = match args.loadgen {
+        Engine::Netdiv => run_test(args, &sut, &qsl, &settings, output, Some(counters)),
         Engine::Official => {
-            run_official(args, &sut, &qsl, &settings, output, embedded_conf, counters)?
+            run_official(args, &sut, &qsl, &settings, output, embedded_conf, counters)
         }
+    };
+    // The record is written whatever the run's outcome.
+    let (record, bandwidth) = super::record::write(
+        args,
+        &sut.network,
+        &qsl.store,
+        &scenario_name(args, scenario),
+        output,
+    )?;
+    if let Some(line) = bandwidth {
+        eprintln!("loadgen-node: {line}");
     }
+    eprintln!("loadgen-node: run record: {}", record.display());
+    ran?;
     let stats = sut.network.stats();
     if args.submission_mode && (stats.nodes_failed > 0 || stats.resent > 0) {
         bail!(
@@ -153,6 +166,15 @@ pub fn run_network(
         );
     }
     Ok(())
+}
+
+/// The scenario as the rules name it (Interactive for an interactive
+/// run).
+fn scenario_name(args: &RunArgs, scenario: Scenario) -> String {
+    match args.scenario {
+        Some(s) if s.interactive => "Interactive".into(),
+        _ => scenario.name().into(),
+    }
 }
 
 /// The same test under the official LoadGen, from the same flags and

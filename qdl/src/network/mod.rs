@@ -11,6 +11,7 @@
 //! progress.
 
 mod router;
+pub mod traffic;
 mod watchdog;
 
 use std::sync::atomic::Ordering;
@@ -289,7 +290,19 @@ impl NetworkSut {
     /// aggregated into "Network SUT [name, ...]"; duplicates are refused.
     pub fn name(&self) -> Result<String, QdlError> {
         let answers = self.runtime().block_on(futures::future::join_all(
-            self.router.links.iter().map(Link::name),
+            self.router
+                .links
+                .iter()
+                .enumerate()
+                .map(|(i, link)| async move {
+                    let started = std::time::Instant::now();
+                    let answer = link.name().await;
+                    if answer.is_ok() {
+                        self.router.traffic[i]
+                            .name_round_trip(started.elapsed().as_micros() as u64);
+                    }
+                    answer
+                }),
         ));
         let mut named = Vec::new();
         for (url, answer) in self.router.urls.iter().zip(answers) {
@@ -300,6 +313,21 @@ impl NetworkSut {
             named.push((url.clone(), name));
         }
         Ok(name::aggregate(&named)?)
+    }
+
+    /// What crossed the fabric so far, per node in node order, each with
+    /// its failure if it failed; and the seconds from the first piece sent
+    /// to the last answer.
+    pub fn traffic(&self) -> (Vec<(traffic::NodeTrafficReport, Option<String>)>, f64) {
+        let pool = self.router.lock_pool();
+        let nodes = self
+            .router
+            .traffic
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.snapshot(), pool.failure(i).map(str::to_string)))
+            .collect();
+        (nodes, self.router.window.seconds())
     }
 
     /// What each node reported when it was connected, in node order.

@@ -15,6 +15,8 @@ use crate::pool::{AllNodesFailed, Piece, Pool, SampleRef, SendTo};
 use crate::samples::SampleStore;
 use crate::sink::{CompletionSink, Response};
 
+use super::traffic::{NodeTraffic, Window};
+
 /// Where a sample's completion goes.
 pub(super) type Sink = Arc<dyn CompletionSink>;
 
@@ -36,6 +38,9 @@ pub(super) struct QueryRouter {
     pub(super) completed: AtomicU64,
     pub(super) late_answers: AtomicU64,
     pub(super) first_tokens: AtomicU64,
+    /// What crossed the fabric, per node, and when.
+    pub(super) traffic: Vec<NodeTraffic>,
+    pub(super) window: Window,
 }
 
 /// A failed sample's reason names its node and id.
@@ -64,6 +69,7 @@ impl QueryRouter {
         max_piece_bytes: u64,
         max_response_bytes: u64,
     ) -> QueryRouter {
+        let node_count = links.len();
         QueryRouter {
             urls,
             links,
@@ -78,6 +84,8 @@ impl QueryRouter {
             completed: AtomicU64::new(0),
             late_answers: AtomicU64::new(0),
             first_tokens: AtomicU64::new(0),
+            traffic: (0..node_count).map(|_| NodeTraffic::default()).collect(),
+            window: Window::new(),
         }
     }
 
@@ -170,6 +178,10 @@ impl QueryRouter {
                 .collect()
         };
         for (node, query) in queries {
+            let wire: u64 = query.samples.iter().map(|s| s.data.len() as u64).sum();
+            let decoded: u64 = query.samples.iter().map(|s| s.decoded_size).sum();
+            self.traffic[node].sent(query.samples.len() as u64, wire, decoded);
+            self.window.sent();
             self.links[node].send(query);
         }
         for (node, id, index) in missing {
@@ -216,8 +228,13 @@ impl QueryRouter {
         }
         let reason = error.to_string();
         if self.no_failover {
-            // A submission's result cannot rest on a run that lost a node.
-            let sinks = self.lock_pool().strand();
+            // A submission's result cannot rest on a run that lost a node:
+            // it is marked failed, and nothing it held goes elsewhere.
+            let sinks = {
+                let mut pool = self.lock_pool();
+                let _never_sent = pool.fail(node, &reason);
+                pool.strand()
+            };
             let reason = format!(
                 "node {} failed ({reason}); in submission mode a run that loses a node \
                  is not a result (no failover)",
@@ -295,6 +312,9 @@ impl LinkEvents for QueryRouter {
         let mut declined = Vec::new();
         let mut decline_reason = String::new();
         let mut broken: Vec<(u64, String)> = Vec::new();
+        let answers = completions.len() as u64;
+        let wire: u64 = completions.iter().map(|c| c.data.len() as u64).sum();
+        let mut decoded = 0u64;
         for c in completions {
             let id = c.response_id;
             if !c.error.is_empty() {
@@ -309,10 +329,15 @@ impl LinkEvents for QueryRouter {
             let first_token = c.first_token;
             let n_tokens = if first_token { 0 } else { c.n_tokens };
             match completion_output(c, benchmark, self.max_response_bytes) {
-                Ok(data) => outputs.push((first_token, Output { id, data, n_tokens })),
+                Ok(data) => {
+                    decoded += data.len() as u64;
+                    outputs.push((first_token, Output { id, data, n_tokens }))
+                }
                 Err(e) => broken.push((id, format!("response refused: {e}"))),
             }
         }
+        self.traffic[node].received(answers, wire, decoded);
+        self.window.answered();
         for run in outputs.chunk_by(|a, b| a.0 == b.0) {
             let first_tokens = run[0].0;
             let ids: Vec<u64> = run.iter().map(|(_, o)| o.id).collect();
