@@ -268,6 +268,13 @@ fn submission_3d_unet_99_round_v6_1_at_real_sample_sizes() -> Result<()> {
         root.join("network/netdiv-ci/systems/nslab.json"),
     )?)?;
     assert_eq!(system["is_network"], "True");
+    // Only the LoadGen node's interfaces on the data path: the veth links.
+    let nic_loadgen = system["nic_loadgen"].as_str().unwrap_or_default();
+    assert!(
+        nic_loadgen.starts_with("vh") && !nic_loadgen.contains("eth0"),
+        "{system}"
+    );
+    assert_eq!(system["number_nic_loadgen"], "2", "{system}");
     assert_eq!(system["division"], "network");
     assert!(
         system["nic_sut"]

@@ -38,10 +38,92 @@ fn up(nics: &[pb::Nic]) -> Vec<&pb::Nic> {
         .collect()
 }
 
+/// The layers of a transport (`grpc`, `grpcs` for gRPC over TLS, `quic`).
 fn protocol(transport: &str) -> &'static str {
     match transport {
         "quic" => "netdiv.v1 over QUIC (RFC 9000, TLS 1.3) over UDP over IP",
+        "grpcs" => "netdiv.v1 over gRPC over HTTP/2 over TLS 1.3 over TCP over IP",
         _ => "netdiv.v1 over gRPC over HTTP/2 over TCP over IP",
+    }
+}
+
+/// The names of this host's interfaces that the connections to `urls`
+/// leave from: the route the kernel picks for each node's address (a UDP
+/// socket connected to it, no packet sent), matched to the interface that
+/// holds the chosen source address.
+pub fn data_path_interfaces(urls: &[qdl::node_url::NodeUrl]) -> Vec<String> {
+    use std::net::{ToSocketAddrs, UdpSocket};
+    let mut names = Vec::new();
+    for url in urls {
+        let Some(addr) = (url.host.as_str(), url.port)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+        else {
+            continue;
+        };
+        let bind = if addr.is_ipv6() {
+            "[::]:0"
+        } else {
+            "0.0.0.0:0"
+        };
+        let Some(local) = UdpSocket::bind(bind)
+            .and_then(|s| s.connect(addr).map(|()| s))
+            .and_then(|s| s.local_addr())
+            .ok()
+        else {
+            continue;
+        };
+        if let Some(name) = interface_with_address(local.ip()) {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    names
+}
+
+/// The interface holding `ip`, from getifaddrs(3).
+fn interface_with_address(ip: std::net::IpAddr) -> Option<String> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `list`, freed below; each entry is read
+    // only while the list lives.
+    unsafe {
+        if libc::getifaddrs(&mut list) != 0 {
+            return None;
+        }
+        let mut found = None;
+        let mut entry = list;
+        while !entry.is_null() {
+            let e = &*entry;
+            if !e.ifa_addr.is_null() {
+                let family = i32::from((*e.ifa_addr).sa_family);
+                let addr = match family {
+                    libc::AF_INET => {
+                        let sin = &*(e.ifa_addr as *const libc::sockaddr_in);
+                        Some(std::net::IpAddr::from(
+                            u32::from_be(sin.sin_addr.s_addr).to_be_bytes(),
+                        ))
+                    }
+                    libc::AF_INET6 => {
+                        let sin6 = &*(e.ifa_addr as *const libc::sockaddr_in6);
+                        Some(std::net::IpAddr::from(sin6.sin6_addr.s6_addr))
+                    }
+                    _ => None,
+                };
+                if addr == Some(ip) {
+                    found = Some(
+                        std::ffi::CStr::from_ptr(e.ifa_name)
+                            .to_string_lossy()
+                            .into_owned(),
+                    );
+                    break;
+                }
+            }
+            entry = e.ifa_next;
+        }
+        libc::freeifaddrs(list);
+        found
     }
 }
 
@@ -127,13 +209,16 @@ pub fn measure(
     if nodes.is_empty() {
         bail!("sysdesc needs the nodes: --sut-node URL (repeat for each)");
     }
+    let tls = network.tls_ca.is_some() || network.dev_tls.is_some();
     let transports: Vec<&str> = nodes
         .iter()
         .map(|u| match u.transport {
+            qdl::node_url::Transport::Grpc if tls => "grpcs",
             qdl::node_url::Transport::Grpc => "grpc",
             qdl::node_url::Transport::Quic => "quic",
         })
         .collect();
+    let data_path = data_path_interfaces(&nodes);
     // Only Name and Info travel: any benchmark's limits do.
     let any = netdiv_proto::Benchmark::parse("null").expect("in the table");
     let config = super::setup::qdl_config(network, nodes, &any)?;
@@ -147,7 +232,11 @@ pub fn measure(
         env!("CARGO_PKG_VERSION"),
         kernel.trim()
     );
-    let local = sut_node::nic::interfaces();
+    // Only the interfaces the connections use (all, if none is known).
+    let mut local = sut_node::nic::interfaces();
+    if local.iter().any(|n| data_path.contains(&n.name)) {
+        local.retain(|n| data_path.contains(&n.name));
+    }
     let (fields, todo) = describe(&Inputs {
         local_nics: &local,
         nodes: &infos,
@@ -236,5 +325,22 @@ mod tests {
             ]
         );
         assert!(v.as_object().unwrap().values().all(Value::is_string));
+    }
+
+    #[test]
+    fn the_data_path_is_the_interface_a_node_is_reached_through() {
+        let url: qdl::node_url::NodeUrl = "grpc://127.0.0.1:7000".parse().unwrap();
+        assert_eq!(data_path_interfaces(&[url]), ["lo"]);
+        assert_eq!(
+            interface_with_address("127.0.0.1".parse().unwrap()).as_deref(),
+            Some("lo")
+        );
+    }
+
+    #[test]
+    fn tls_is_named_in_the_protocol() {
+        assert!(protocol("grpcs").contains("TLS 1.3"));
+        assert!(!protocol("grpc").contains("TLS"));
+        assert!(protocol("quic").contains("TLS 1.3"));
     }
 }

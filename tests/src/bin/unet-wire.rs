@@ -44,7 +44,14 @@ fn loadgen(args: &[String], out: &Path) -> Result<(f64, Option<serde_json::Value
     let status = Command::new(loadgen_node_bin()?)
         .arg("run")
         .args(args)
-        .args(["--scenario", "Offline", "--benchmark", "3d-unet-99", "--progress", "never"])
+        .args([
+            "--scenario",
+            "Offline",
+            "--benchmark",
+            "3d-unet-99",
+            "--progress",
+            "never",
+        ])
         .arg("--output")
         .arg(out)
         .stdout(Stdio::null())
@@ -66,7 +73,12 @@ fn loadgen(args: &[String], out: &Path) -> Result<(f64, Option<serde_json::Value
 fn total(record: &serde_json::Value, key: &str) -> f64 {
     record["nodes"]
         .as_array()
-        .map(|nodes| nodes.iter().filter_map(|n| n["traffic"][key].as_f64()).sum())
+        .map(|nodes| {
+            nodes
+                .iter()
+                .filter_map(|n| n["traffic"][key].as_f64())
+                .sum()
+        })
         .unwrap_or(0.0)
 }
 
@@ -77,7 +89,14 @@ fn network(dir: &Path, lz4: bool, user_conf: &Path, run: usize) -> Result<Measur
         "[synthetic]\ndevices = 2\noutput_fraction = 0.25\n\n[batching]\nmax_batch_size = 1\n",
     )?;
     let config = config.display().to_string();
-    let mut flags = vec!["--transport", "grpc", "--benchmark", "3d-unet-99", "--config", &config];
+    let mut flags = vec![
+        "--transport",
+        "grpc",
+        "--benchmark",
+        "3d-unet-99",
+        "--config",
+        &config,
+    ];
     if lz4 {
         flags.extend(["--response-codec", "lz4"]);
     }
@@ -86,7 +105,10 @@ fn network(dir: &Path, lz4: bool, user_conf: &Path, run: usize) -> Result<Measur
         .collect::<Result<Vec<_>>>()?;
     let mut args: Vec<String> = vec!["--user-conf".into(), user_conf.display().to_string()];
     for n in &nodes {
-        args.extend(["--sut-node".into(), format!("grpc://{}", n.grpc.expect("gRPC"))]);
+        args.extend([
+            "--sut-node".into(),
+            format!("grpc://{}", n.grpc.expect("gRPC")),
+        ]);
     }
     if lz4 {
         args.extend(["--sample-codec".into(), "lz4".into()]);
@@ -94,7 +116,10 @@ fn network(dir: &Path, lz4: bool, user_conf: &Path, run: usize) -> Result<Measur
     let out = dir.join(format!("net-{lz4}-{run}"));
     let (throughput, record) = loadgen(&args, &out)?;
     let record = record.context("no run record")?;
-    let seconds = record["qdl"]["traffic_seconds"].as_f64().unwrap_or(0.0).max(1e-9);
+    let seconds = record["qdl"]["traffic_seconds"]
+        .as_f64()
+        .unwrap_or(0.0)
+        .max(1e-9);
     let samples = total(&record, "samples_sent").max(1.0);
     let decoded_per_sample = total(&record, "decoded_bytes_sent") / samples;
     Ok(Measured {
@@ -145,7 +170,8 @@ fn report(repeat: usize) -> Result<String> {
         lz4.push(network(dir.path(), true, &user_conf, run)?);
         local.push(in_process(dir.path(), &user_conf, run, per_sample)?);
     }
-    let med = |v: &[Measured], f: fn(&Measured) -> f64| median(&v.iter().map(f).collect::<Vec<_>>());
+    let med =
+        |v: &[Measured], f: fn(&Measured) -> f64| median(&v.iter().map(f).collect::<Vec<_>>());
     let base = med(&local, |m| m.samples_per_s);
     let mut out = String::new();
     writeln!(
