@@ -122,7 +122,7 @@ mod official {
             .filter(|l| !l.starts_with('#'))
             .filter_map(|l| {
                 let fields: Vec<&str> = l.split_whitespace().collect();
-                (fields.len() == 3).then(|| Release {
+                (fields.len() >= 3).then(|| Release {
                     round: fields[0].into(),
                     version: fields[1].into(),
                 })

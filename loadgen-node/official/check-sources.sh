@@ -7,24 +7,30 @@
 # (mlperf_conf.h from mlperf.conf, generated/version_generated.cc) are not
 # in the repository and are left out.
 #
-# Usage: check-sources.sh [REPO [COMMIT]]
+# Usage: check-sources.sh [REPO [ROUND|VERSION [COMMIT]]]
 #   REPO    a git checkout of mlcommons/inference [default: $NETDIV_INFERENCE_REPO]
-#   COMMIT  the commit to compare with [default: the one that tagged
-#           LoadGen 6.0.17, "Increment version to 6.0.17"]
+#   ROUND   the round whose pinned release to check (v5.0 ... v6.1, or its
+#           LoadGen version) [default: the current round]
+#   COMMIT  the commit to compare with [default: the one ./releases names
+#           for that release, "Increment version to X"]
 # Prints one line per file that differs and a count; exits 1 on a difference.
 set -euo pipefail
 
-readonly PINNED_COMMIT=d6147c7eb760c75ac2f7f2dd379719afb090d87c
-
 die() { echo "check-sources: error: $*" >&2; exit 2; }
 
+releases="$(dirname "${BASH_SOURCE[0]}")/releases"
 repo=${1:-${NETDIV_INFERENCE_REPO:-}}
-commit=${2:-$PINNED_COMMIT}
+wanted=${2:-}
+row=$(grep -v '^#' "$releases" | awk -v w="$wanted" 'NF >= 4 && (w == "" || $1 == w || $2 == w) { r = $0 } END { print r }')
+[[ -n $row ]] || die "no release for '$wanted' in $releases"
+read -r round version _ pinned_commit <<<"$row"
+commit=${3:-$pinned_commit}
 [[ -n $repo ]] || die "name a mlcommons/inference checkout (argument or NETDIV_INFERENCE_REPO)"
 git -C "$repo" cat-file -e "$commit^{commit}" 2>/dev/null \
   || die "$repo has no commit $commit (fetch its history, or name another commit)"
+echo "check-sources: round $round, LoadGen $version, against $commit" >&2
 
-src=$(bash "$(dirname "$0")/fetch-source.sh" | tail -n 1)
+src=$(bash "$(dirname "$0")/fetch-source.sh" "$round" | tail -n 1)
 cd "$src"
 same=0
 differ=0

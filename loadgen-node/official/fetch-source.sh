@@ -17,8 +17,8 @@ die() { echo "fetch-source: error: $*" >&2; exit 1; }
 releases="$(dirname "${BASH_SOURCE[0]}")/releases"
 [[ -f $releases ]] || die "missing $releases"
 wanted=${1:-}
-row=$(grep -v '^#' "$releases" | awk -v w="$wanted" 'NF == 3 && (w == "" || $1 == w || $2 == w) { r = $0 } END { print r }')
-[[ -n $row ]] || die "no official LoadGen release for '$wanted' in $releases (rounds: $(grep -v '^#' "$releases" | awk 'NF == 3 { printf "%s ", $1 }'))"
+row=$(grep -v '^#' "$releases" | awk -v w="$wanted" 'NF >= 3 && (w == "" || $1 == w || $2 == w) { r = $1 " " $2 " " $3 } END { print r }')
+[[ -n $row ]] || die "no official LoadGen release for '$wanted' in $releases (rounds: $(grep -v '^#' "$releases" | awk 'NF >= 3 { printf "%s ", $1 }'))"
 read -r ROUND VERSION SDIST_SHA256 <<<"$row"
 readonly ROUND VERSION SDIST_SHA256
 log "round $ROUND: mlcommons-loadgen $VERSION"

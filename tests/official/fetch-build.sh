@@ -21,7 +21,7 @@ die() { echo "fetch-build: error: $*" >&2; exit 1; }
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 releases="$script_dir/../../loadgen-node/official/releases"
 wanted=${1:-}
-VERSION=$(grep -v '^#' "$releases" | awk -v w="$wanted" 'NF == 3 && (w == "" || $1 == w || $2 == w) { r = $2 } END { print r }')
+VERSION=$(grep -v '^#' "$releases" | awk -v w="$wanted" 'NF >= 3 && (w == "" || $1 == w || $2 == w) { r = $2 } END { print r }')
 [[ -n $VERSION ]] || die "no official LoadGen release for '$wanted' in $releases"
 readonly VERSION
 driver_src="$script_dir/driver.cc"
