@@ -622,3 +622,97 @@ fn submission_mode_ends_the_run_when_a_node_is_lost() -> Result<()> {
     nodes.clear();
     Ok(())
 }
+
+/// A test-only node whose Info is fine and whose Name() fails, as a node
+/// whose name service broke after the QDL connected.
+struct NameFailingNode;
+
+#[tonic::async_trait]
+impl netdiv_proto::pb::sut_node_server::SutNode for NameFailingNode {
+    async fn name(
+        &self,
+        _: tonic::Request<netdiv_proto::pb::NameRequest>,
+    ) -> Result<tonic::Response<netdiv_proto::pb::NameResponse>, tonic::Status> {
+        Err(tonic::Status::unavailable("name service down"))
+    }
+
+    async fn info(
+        &self,
+        _: tonic::Request<netdiv_proto::pb::InfoRequest>,
+    ) -> Result<tonic::Response<netdiv_proto::pb::NodeInfo>, tonic::Status> {
+        Ok(tonic::Response::new(netdiv_proto::pb::NodeInfo {
+            name: "nameless".into(),
+            protocol_version: netdiv_proto::PROTOCOL_VERSION,
+            benchmark: "resnet50".into(),
+            codecs: vec![netdiv_proto::pb::Codec::None as i32],
+            backend: "test".into(),
+            host_id: "another-host/net:[1]".into(),
+            ..Default::default()
+        }))
+    }
+
+    type InferStream = std::pin::Pin<
+        Box<
+            dyn futures::Stream<Item = Result<netdiv_proto::pb::CompletionBatch, tonic::Status>>
+                + Send,
+        >,
+    >;
+
+    async fn infer(
+        &self,
+        _: tonic::Request<tonic::Streaming<netdiv_proto::pb::Query>>,
+    ) -> Result<tonic::Response<Self::InferStream>, tonic::Status> {
+        // A stream that stays open and never answers: only Name() fails.
+        Ok(tonic::Response::new(Box::pin(futures::stream::pending())))
+    }
+}
+
+/// Under the official LoadGen, a Name() that fails ends a submission-mode
+/// run: the log would otherwise carry a SUT name that is not the SUT's.
+#[test]
+fn submission_mode_ends_the_run_when_name_fails() -> Result<()> {
+    let Some(kit) = kit()? else { return Ok(()) };
+    // A routable address of this host for the test-only node.
+    let ns = Netns::create()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let listener = runtime.block_on(tokio::net::TcpListener::bind((ns.host_address(), 0)))?;
+    let addr = listener.local_addr()?;
+    runtime.spawn(async move {
+        let incoming = tonic::transport::server::TcpIncoming::from(listener);
+        let _ = tonic::transport::Server::builder()
+            .add_service(netdiv_proto::pb::sut_node_server::SutNodeServer::new(
+                NameFailingNode,
+            ))
+            .serve_with_incoming(incoming)
+            .await;
+    });
+    let dir = test_dir("submission-mode-name")?;
+    let args: Vec<String> = [
+        "run",
+        "--loadgen",
+        "official",
+        "--submission-mode",
+        "--scenario",
+        "Offline",
+        "--progress",
+        "never",
+        "--sut-node",
+        &format!("grpc://{addr}"),
+        "--output",
+        "logs",
+    ]
+    .map(String::from)
+    .to_vec();
+    let (ok, stdout, stderr) = run(&kit.official, &args, dir.path(), Duration::from_secs(120))?;
+    assert!(!ok, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("submission mode: the SUT's Name() failed")
+            && stderr.contains("name service down"),
+        "{stderr}"
+    );
+    drop(runtime);
+    Ok(())
+}
