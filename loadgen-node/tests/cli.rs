@@ -420,3 +420,30 @@ fn network_run_errors_name_the_flag_the_file_or_the_node() {
     ]);
     assert!(err.contains("float64"), "{err}");
 }
+
+/// `submission` needs the official LoadGen; the default build says so and
+/// how to rebuild, before it touches any node.
+#[cfg(not(feature = "official"))]
+#[test]
+fn submission_without_the_official_loadgen_is_refused() {
+    let out = loadgen(&[
+        "submission",
+        "--submitter",
+        "acme",
+        "--system",
+        "s",
+        "--system-json",
+        "s.json",
+        "--benchmark",
+        "3d-unet-99",
+        "--sut-node",
+        "grpc://10.0.0.2:7000",
+    ]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("must come from the official LoadGen")
+            && stderr.contains("--features official"),
+        "{stderr}"
+    );
+}

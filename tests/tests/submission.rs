@@ -283,6 +283,16 @@ fn submission_3d_unet_99_round_v6_1_at_real_sample_sizes() -> Result<()> {
             .contains("ns-node-1"),
         "{system}"
     );
+    // Run again: every finished run is kept (the submission resumes),
+    // and the tree and the checker's verdict are the same.
+    let (_, again, again_err) = run(&kit.official, &args, dir.path(), Duration::from_secs(300))?;
+    for run_name in ["performance", "accuracy", "TEST01"] {
+        assert!(
+            again.contains(&format!("Offline {run_name}: kept from an earlier run")),
+            "{again}\n{again_err}"
+        );
+    }
+    assert_eq!(checker_errors(&again), checker_errors(&stdout), "{again}");
     drop(nodes);
     Ok(())
 }
@@ -485,7 +495,9 @@ fn submission_stops_on_a_todo_field() -> Result<()> {
     ]);
     let (ok, stdout, stderr) = run(&kit.official, &args, dir.path(), Duration::from_secs(120))?;
     assert!(!ok, "{stdout}");
-    assert!(stderr.contains("fields to fill in (2 of them"), "{stderr}");
+    // The loopback link's rate is unknown, so network_rate may be asked
+    // for too; the two left TODO on purpose must be.
+    assert!(stderr.contains("fields to fill in ("), "{stderr}");
     assert!(
         stderr.contains("cooling") && stderr.contains("network_media"),
         "{stderr}"

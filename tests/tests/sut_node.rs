@@ -676,13 +676,22 @@ async fn llama2_70b_streams_first_tokens_then_completions_over_grpc_and_quic() {
     let data = prompts(5, 2);
     let got = quic_query(&conn, plain_query(7, 100, &data)).await.unwrap();
     assert_token_stream(&got, &data, 100);
-    let info = grpc_client(&node, ClientCert::None)
-        .await
-        .unwrap()
-        .info(pb::InfoRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    // The node counts a sample once its completion is on its way, so the
+    // count may trail the last answer by a moment.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let info = loop {
+        let info = grpc_client(&node, ClientCert::None)
+            .await
+            .unwrap()
+            .info(pb::InfoRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        if info.samples_run >= 11 || std::time::Instant::now() > deadline {
+            break info;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
     assert_eq!(info.samples_run, 11);
     assert!(info.largest_batch > 1, "no continuous batching: {info:?}");
 }

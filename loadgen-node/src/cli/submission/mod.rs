@@ -286,6 +286,9 @@ impl ScenarioRuns<'_> {
             .with_context(|| format!("cannot create {}", dir.display()))?;
 
         let perf = self.child_run("performance", "PerformanceOnly", None)?;
+        if let Some(line) = bandwidth_line(&perf) {
+            println!("  {} performance: {line}", self.scenario);
+        }
         copy_logs(
             &perf,
             &dir.join("performance/run_1"),
@@ -472,6 +475,25 @@ impl ScenarioRuns<'_> {
             ),
         })
     }
+}
+
+/// The bandwidth check of a run's record, in one line.
+fn bandwidth_line(run: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(run.join(super::record::FILE)).ok()?;
+    let record: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let b = &record["bandwidth"];
+    let need = b["required_ingress_bytes_per_s"].as_f64()?;
+    let wire = b["measured_ingress_decoded_bytes_per_s"]
+        .as_f64()
+        .unwrap_or(0.0);
+    Some(format!(
+        "bandwidth (rules): ingress of at least {:.1} MB/s needed at {:.2} samples/s, {:.1} MB/s \
+         measured (decoded); see {}",
+        need / 1e6,
+        b["throughput_samples_per_s"].as_f64().unwrap_or(0.0),
+        wire / 1e6,
+        run.join(super::record::FILE).display()
+    ))
 }
 
 /// Copies the logs a tree folder holds (`detail`, `summary`, `accuracy`).
