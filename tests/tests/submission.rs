@@ -275,6 +275,9 @@ fn submission_3d_unet_99_round_v6_1_at_real_sample_sizes() -> Result<()> {
         "{system}"
     );
     assert_eq!(system["number_nic_loadgen"], "2", "{system}");
+    // And each node's: the link it was reached through.
+    let nic_sut = system["nic_sut"].as_str().unwrap_or_default();
+    assert_eq!(nic_sut.matches(": vn").count(), 2, "{system}");
     assert_eq!(system["division"], "network");
     assert!(
         system["nic_sut"]

@@ -15,8 +15,10 @@ pub struct Inputs<'a> {
     pub local_nics: &'a [pb::Nic],
     /// Each node's Info, in node order.
     pub nodes: &'a [pb::NodeInfo],
-    /// "grpc" or "quic", per node.
+    /// "grpc", "grpcs" or "quic", per node.
     pub transports: &'a [&'a str],
+    /// The address each node was reached at, per node.
+    pub node_addresses: &'a [Option<std::net::IpAddr>],
     /// This program's version and the OS it runs on.
     pub software: &'a str,
 }
@@ -83,47 +85,41 @@ pub fn data_path_interfaces(urls: &[qdl::node_url::NodeUrl]) -> Vec<String> {
     names
 }
 
-/// The interface holding `ip`, from getifaddrs(3).
+/// The interface holding `ip`.
 fn interface_with_address(ip: std::net::IpAddr) -> Option<String> {
-    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs fills `list`, freed below; each entry is read
-    // only while the list lives.
-    unsafe {
-        if libc::getifaddrs(&mut list) != 0 {
-            return None;
-        }
-        let mut found = None;
-        let mut entry = list;
-        while !entry.is_null() {
-            let e = &*entry;
-            if !e.ifa_addr.is_null() {
-                let family = i32::from((*e.ifa_addr).sa_family);
-                let addr = match family {
-                    libc::AF_INET => {
-                        let sin = &*(e.ifa_addr as *const libc::sockaddr_in);
-                        Some(std::net::IpAddr::from(
-                            u32::from_be(sin.sin_addr.s_addr).to_be_bytes(),
-                        ))
-                    }
-                    libc::AF_INET6 => {
-                        let sin6 = &*(e.ifa_addr as *const libc::sockaddr_in6);
-                        Some(std::net::IpAddr::from(sin6.sin6_addr.s6_addr))
-                    }
-                    _ => None,
-                };
-                if addr == Some(ip) {
-                    found = Some(
-                        std::ffi::CStr::from_ptr(e.ifa_name)
-                            .to_string_lossy()
-                            .into_owned(),
-                    );
-                    break;
-                }
-            }
-            entry = e.ifa_next;
-        }
-        libc::freeifaddrs(list);
-        found
+    sut_node::nic::interface_addresses()
+        .into_iter()
+        .find(|(_, a)| *a == ip)
+        .map(|(name, _)| name)
+}
+
+/// The address each node was reached at, if it resolves.
+pub fn node_addresses(urls: &[qdl::node_url::NodeUrl]) -> Vec<Option<std::net::IpAddr>> {
+    use std::net::ToSocketAddrs;
+    urls.iter()
+        .map(|u| {
+            (u.host.as_str(), u.port)
+                .to_socket_addrs()
+                .ok()
+                .and_then(|mut a| a.next())
+                .map(|a| a.ip())
+        })
+        .collect()
+}
+
+/// A node's interfaces on the data path: the one holding the address it
+/// was reached at, when its Info says which; else all that are up.
+fn node_data_path(nics: &[pb::Nic], reached_at: Option<std::net::IpAddr>) -> Vec<&pb::Nic> {
+    let up = up(nics);
+    let on_path: Vec<&pb::Nic> = up
+        .iter()
+        .copied()
+        .filter(|n| reached_at.is_some_and(|ip| n.addresses.contains(&ip.to_string())))
+        .collect();
+    if on_path.is_empty() {
+        up
+    } else {
+        on_path
     }
 }
 
@@ -142,8 +138,10 @@ pub fn describe(inputs: &Inputs<'_>) -> (Value, Vec<&'static str>) {
     let sut_nics: Vec<String> = inputs
         .nodes
         .iter()
-        .flat_map(|n| {
-            up(&n.nics)
+        .enumerate()
+        .flat_map(|(i, n)| {
+            let reached_at = inputs.node_addresses.get(i).copied().flatten();
+            node_data_path(&n.nics, reached_at)
                 .into_iter()
                 .map(move |nic| format!("{}: {}", n.name, nic_text(nic)))
         })
@@ -221,7 +219,7 @@ pub fn measure(
     let data_path = data_path_interfaces(&nodes);
     // Only Name and Info travel: any benchmark's limits do.
     let any = netdiv_proto::Benchmark::parse("null").expect("in the table");
-    let config = super::setup::qdl_config(network, nodes, &any)?;
+    let config = super::setup::qdl_config(network, nodes.clone(), &any)?;
     let infos: Vec<pb::NodeInfo> = qdl::describe_nodes(&config)?
         .into_iter()
         .map(|(_, info)| info)
@@ -237,10 +235,12 @@ pub fn measure(
     if local.iter().any(|n| data_path.contains(&n.name)) {
         local.retain(|n| data_path.contains(&n.name));
     }
+    let addresses = node_addresses(&nodes);
     let (fields, todo) = describe(&Inputs {
         local_nics: &local,
         nodes: &infos,
         transports: &transports,
+        node_addresses: &addresses,
         software: &software,
     });
     Ok((fields, todo, infos))
@@ -274,6 +274,7 @@ mod tests {
             mtu: 9000,
             mac: String::new(),
             state: state.into(),
+            addresses: Vec::new(),
         }
     }
 
@@ -291,6 +292,7 @@ mod tests {
             local_nics: &local,
             nodes: &[node],
             transports: &["quic"],
+            node_addresses: &[],
             software: "netdiv loadgen-node 0.1.0",
         });
         assert_eq!(v["is_network"], "True");
@@ -342,5 +344,25 @@ mod tests {
         assert!(protocol("grpcs").contains("TLS 1.3"));
         assert!(!protocol("grpc").contains("TLS"));
         assert!(protocol("quic").contains("TLS 1.3"));
+    }
+
+    #[test]
+    fn a_nodes_data_path_is_the_interface_holding_the_address_it_was_reached_at() {
+        let mut a = nic("eth0", 10_000, "up");
+        a.addresses = vec!["10.0.0.2".into()];
+        let mut b = nic("eth1", 100_000, "up");
+        b.addresses = vec!["192.168.1.2".into()];
+        let nics = [a, b];
+        let on_path = node_data_path(&nics, Some("10.0.0.2".parse().unwrap()));
+        assert_eq!(
+            on_path.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(),
+            ["eth0"]
+        );
+        // Unknown: every interface that is up.
+        assert_eq!(
+            node_data_path(&nics, Some("10.9.9.9".parse().unwrap())).len(),
+            2
+        );
+        assert_eq!(node_data_path(&nics, None).len(), 2);
     }
 }
