@@ -170,20 +170,12 @@ fn official_in_child(
 
 /// The flags of this `run` without the ones a child gets its own value of.
 fn passed_through(args: impl Iterator<Item = String>) -> Vec<String> {
-    const OWN: &[&str] = &["--output", "--scenario", "--sut-node-bin"];
-    let mut kept = Vec::new();
-    let mut skip_value = false;
-    for arg in args {
-        if std::mem::take(&mut skip_value) {
-            continue;
-        }
-        if OWN.contains(&arg.as_str()) {
-            skip_value = true;
-        } else if !OWN.iter().any(|f| arg.starts_with(&format!("{f}="))) {
-            kept.push(arg);
-        }
-    }
-    kept
+    const OWN: &[(&str, bool)] = &[
+        ("--output", true),
+        ("--scenario", true),
+        ("--sut-node-bin", true),
+    ];
+    super::child::run_flags(args, OWN)
 }
 
 /// Starts the local nodes, runs the test(s) through the QDL, stops them.

@@ -7,6 +7,7 @@
 //! network run ([`record`]).
 
 pub mod args;
+pub mod child;
 pub mod embedded;
 pub mod progress;
 pub mod record;

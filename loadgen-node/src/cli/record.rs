@@ -19,13 +19,15 @@ use crate::cli::setup;
 /// The record's file name.
 pub const FILE: &str = "netdiv_run.json";
 
-/// Reads a `result_*` key of the detail log the run wrote.
+/// The first numeric value of `key` in the detail log the run wrote
+/// (`:::MLLOG {json}` lines).
 fn detail_number(output: &Path, key: &str) -> Option<f64> {
     let text = std::fs::read_to_string(output.join("mlperf_log_detail.txt")).ok()?;
-    let needle = format!("\"key\": \"{key}\", \"value\": ");
-    let line = text.lines().find(|l| l.contains(&needle))?;
-    let rest = &line[line.find(&needle)? + needle.len()..];
-    rest.split([',', '}']).next()?.trim().parse().ok()
+    text.lines()
+        .filter_map(|l| l.strip_prefix(":::MLLOG "))
+        .filter_map(|json| serde_json::from_str::<Value>(json).ok())
+        .find(|entry| entry["key"] == key)?["value"]
+        .as_f64()
 }
 
 /// Samples per second the LoadGen measured, if the run logged it.

@@ -49,28 +49,17 @@ fn protocol(transport: &str) -> &'static str {
     }
 }
 
-/// The names of this host's interfaces that the connections to `urls`
-/// leave from: the route the kernel picks for each node's address (a UDP
+/// The names of this host's interfaces that the connections to nodes at
+/// `addresses` leave from: the route the kernel picks for each (a UDP
 /// socket connected to it, no packet sent), matched to the interface that
 /// holds the chosen source address.
-pub fn data_path_interfaces(urls: &[qdl::node_url::NodeUrl]) -> Vec<String> {
-    use std::net::{ToSocketAddrs, UdpSocket};
+pub fn data_path_interfaces(addresses: &[Option<std::net::IpAddr>]) -> Vec<String> {
+    use std::net::UdpSocket;
     let mut names = Vec::new();
-    for url in urls {
-        let Some(addr) = (url.host.as_str(), url.port)
-            .to_socket_addrs()
-            .ok()
-            .and_then(|mut a| a.next())
-        else {
-            continue;
-        };
-        let bind = if addr.is_ipv6() {
-            "[::]:0"
-        } else {
-            "0.0.0.0:0"
-        };
+    for ip in addresses.iter().flatten() {
+        let bind = if ip.is_ipv6() { "[::]:0" } else { "0.0.0.0:0" };
         let Some(local) = UdpSocket::bind(bind)
-            .and_then(|s| s.connect(addr).map(|()| s))
+            .and_then(|s| s.connect((*ip, 9)).map(|()| s))
             .and_then(|s| s.local_addr())
             .ok()
         else {
@@ -216,7 +205,8 @@ pub fn measure(
             qdl::node_url::Transport::Quic => "quic",
         })
         .collect();
-    let data_path = data_path_interfaces(&nodes);
+    let addresses = node_addresses(&nodes);
+    let data_path = data_path_interfaces(&addresses);
     // Only Name and Info travel: any benchmark's limits do.
     let any = netdiv_proto::Benchmark::parse("null").expect("in the table");
     let config = super::setup::qdl_config(network, nodes.clone(), &any)?;
@@ -235,7 +225,6 @@ pub fn measure(
     if local.iter().any(|n| data_path.contains(&n.name)) {
         local.retain(|n| data_path.contains(&n.name));
     }
-    let addresses = node_addresses(&nodes);
     let (fields, todo) = describe(&Inputs {
         local_nics: &local,
         nodes: &infos,
@@ -332,7 +321,7 @@ mod tests {
     #[test]
     fn the_data_path_is_the_interface_a_node_is_reached_through() {
         let url: qdl::node_url::NodeUrl = "grpc://127.0.0.1:7000".parse().unwrap();
-        assert_eq!(data_path_interfaces(&[url]), ["lo"]);
+        assert_eq!(data_path_interfaces(&node_addresses(&[url])), ["lo"]);
         assert_eq!(
             interface_with_address("127.0.0.1".parse().unwrap()).as_deref(),
             Some("lo")

@@ -544,61 +544,10 @@ fn write(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }
 
-/// Flags of `run` that name files: made absolute for a child, which runs
-/// in its own folder.
-const PATH_FLAGS: &[&str] = &[
-    "--user-conf",
-    "--data-dir",
-    "--tls-ca",
-    "--tls-cert",
-    "--tls-key",
-    "--dev-tls",
-    "--node-config",
-    "--sut-node-bin",
-];
-
-/// `value` made absolute against this process's working directory.
-fn absolute(value: &str) -> String {
-    let path = Path::new(value);
-    match std::env::current_dir() {
-        Ok(cwd) if path.is_relative() => cwd.join(path).display().to_string(),
-        _ => value.to_string(),
-    }
-}
-
 /// This command's flags without the ones a child run gets its own value
 /// of, or does not take; file names made absolute.
 fn passed_through(args: impl Iterator<Item = String>) -> Vec<String> {
-    let mut kept = Vec::new();
-    let mut skip_value = false;
-    let mut path_value = false;
-    for arg in args {
-        if std::mem::take(&mut skip_value) {
-            continue;
-        }
-        if std::mem::take(&mut path_value) {
-            kept.push(absolute(&arg));
-            continue;
-        }
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) => (f, Some(v)),
-            None => (arg.as_str(), None),
-        };
-        if let Some((_, takes_value)) = SUBMISSION_ONLY.iter().find(|(f, _)| *f == flag) {
-            skip_value = *takes_value && inline.is_none();
-        } else if PATH_FLAGS.contains(&flag) {
-            match inline {
-                Some(v) => kept.push(format!("{flag}={}", absolute(v))),
-                None => {
-                    kept.push(arg.clone());
-                    path_value = true;
-                }
-            }
-        } else {
-            kept.push(arg);
-        }
-    }
-    kept
+    super::child::run_flags(args, SUBMISSION_ONLY)
 }
 
 #[cfg(test)]
