@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use netdiv_tests::binaries::loadgen_node_official_bin;
+use netdiv_tests::mlperf_logs::{detail_value, parse_detail};
 use netdiv_tests::netns::{self, Netns};
 use netdiv_tests::python::python_for_official_tools;
 use netdiv_tests::submission::{
@@ -156,18 +157,6 @@ fn submission_args(kit: &Kit, benchmark: &str, round: &str) -> Vec<String> {
     .collect()
 }
 
-fn detail_value(detail: &str, key: &str) -> Option<String> {
-    let needle = format!("\"key\": \"{key}\", \"value\": ");
-    let line = detail.lines().find(|l| l.contains(&needle))?;
-    let rest = &line[line.find(&needle)? + needle.len()..];
-    Some(
-        rest.split(", \"time_ms\"")
-            .next()?
-            .trim_matches('"')
-            .to_string(),
-    )
-}
-
 /// Errors of any short synthetic run: durations under 600 s, and the
 /// checker's own "some checks failed" lines that follow from them.
 const SHORT_RUN_ERRORS: &[&str] = &[
@@ -178,6 +167,87 @@ const SHORT_RUN_ERRORS: &[&str] = &[
     "NoResults",
 ];
 
+/// What one `submission --check` printed, and the flags it ran with.
+struct Checked {
+    stdout: String,
+    stderr: String,
+    args: Vec<String>,
+    root: PathBuf,
+}
+
+impl Checked {
+    fn context(&self) -> String {
+        format!("stdout:\n{}\nstderr:\n{}", self.stdout, self.stderr)
+    }
+
+    /// Each of `runs` (`Offline TEST01`) was verified by its official script.
+    fn verified(&self, runs: &[&str]) {
+        for run in runs {
+            assert!(
+                self.stdout.contains(&format!("{run}: verified")),
+                "{run}; {}",
+                self.context()
+            );
+        }
+    }
+}
+
+/// A submission to check: what the user gives and what the checker may
+/// and must say beside the short-run errors.
+struct Submit<'a> {
+    benchmark: &'a str,
+    round: &'a str,
+    accuracy: &'a str,
+    user_conf: &'a str,
+    extra: &'a [&'a str],
+    allowed: &'a [&'a str],
+    required: &'a [&'a str],
+}
+
+/// Writes the system description, the accuracy output and user.conf into
+/// `dir`, runs `submission --check` against `nodes`, and checks the
+/// verdict: the checker found errors, each of them a short-run error or
+/// one of `allowed`, every one of `required` there, and no seed error.
+fn submit_and_check(
+    kit: &Kit,
+    dir: &Path,
+    nodes: &[(Netns, NodeProcess)],
+    submit: Submit<'_>,
+) -> Result<Checked> {
+    write_file(dir, "system.json", SYSTEM_JSON)?;
+    write_file(dir, "accuracy.txt", submit.accuracy)?;
+    write_file(dir, "user.conf", submit.user_conf)?;
+    let mut args = submission_args(kit, submit.benchmark, submit.round);
+    args.extend(submit.extra.iter().map(|s| s.to_string()));
+    args.push("--check".into());
+    args.extend(node_flags(nodes));
+    let (ok, stdout, stderr) = run(&kit.official, &args, dir, Duration::from_secs(900))?;
+    let checked = Checked {
+        stdout,
+        stderr,
+        args,
+        root: dir.join("submission"),
+    };
+    assert!(
+        !ok,
+        "the checker must find the short run's errors; {}",
+        checked.context()
+    );
+    assert!(
+        checked.stdout.contains("submission has errors"),
+        "{}",
+        checked.context()
+    );
+    let mut allowed = SHORT_RUN_ERRORS.to_vec();
+    allowed.extend_from_slice(submit.allowed);
+    only_expected_errors(&checker_errors(&checked.stdout), &allowed, submit.required)
+        .with_context(|| checked.context())?;
+    let log_name = format!("checker-{}.log", submit.round);
+    let log = std::fs::read_to_string(checked.root.join(log_name))?;
+    assert!(!log.contains("seed is wrong"), "seed errors:\n{log}");
+    Ok(checked)
+}
+
 #[test]
 fn submission_3d_unet_99_round_v6_1_at_real_sample_sizes() -> Result<()> {
     let Some(kit) = kit()? else { return Ok(()) };
@@ -187,57 +257,50 @@ fn submission_3d_unet_99_round_v6_1_at_real_sample_sizes() -> Result<()> {
     // the nodes' time sets the throughput that TEST01 compares (+-10 %).
     let config = node_config(dir.path(), "node.toml", 1_000_000, false)?;
     let nodes = namespaced_nodes("3d-unet-99", &config)?;
-    write_file(dir.path(), "system.json", SYSTEM_JSON)?;
-    // Synthetic volumes have no ground truth: the score is 0, and says so.
-    write_file(
+    let checked = submit_and_check(
+        &kit,
         dir.path(),
-        "accuracy.txt",
-        "Accuracy: mean = 0.00000, kidney = 0.0, tumor = 0.0 (synthetic data: nothing to score)\n",
+        &nodes,
+        Submit {
+            benchmark: "3d-unet-99",
+            round: "v6.1",
+            // Synthetic volumes have no ground truth: the score is 0, and says so.
+            accuracy: "Accuracy: mean = 0.00000, kidney = 0.0, tumor = 0.0 \
+                       (synthetic data: nothing to score)\n",
+            user_conf: "*.Offline.target_qps = 1\n*.Offline.min_duration = 1000\n",
+            extra: &[],
+            allowed: &[],
+            required: &[
+                "Test duration less than 600s",
+                "Some accuracy checks Checks failed",
+            ],
+        },
     )?;
-    write_file(
-        dir.path(),
-        "user.conf",
-        "*.Offline.target_qps = 1\n*.Offline.min_duration = 1000\n",
-    )?;
-    let mut args = submission_args(&kit, "3d-unet-99", "v6.1");
-    args.push("--check".into());
-    args.extend(node_flags(&nodes));
-    let (ok, stdout, stderr) = run(&kit.official, &args, dir.path(), Duration::from_secs(900))?;
-    let context = || format!("stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(
-        !ok,
-        "the checker must find the short run's errors; {}",
-        context()
-    );
-    assert!(stdout.contains("Offline TEST01: verified"), "{}", context());
-    assert!(stdout.contains("submission has errors"), "{}", context());
-    only_expected_errors(
-        &checker_errors(&stdout),
-        SHORT_RUN_ERRORS,
-        &[
-            "Test duration less than 600s",
-            "Some accuracy checks Checks failed",
-        ],
-    )
-    .with_context(context)?;
-
-    let root = dir.path().join("submission");
+    checked.verified(&["Offline TEST01"]);
+    let root = &checked.root;
     let log = std::fs::read_to_string(root.join("checker-v6.1.log"))?;
-    assert!(!log.contains("seed is wrong"), "seed errors:\n{log}");
     assert!(
         log.contains("accuracy not met"),
         "the synthetic score is reported:\n{log}"
     );
     let scenario = root.join("network/netdiv-ci/results/nslab/3d-unet-99/Offline");
-    let detail = std::fs::read_to_string(scenario.join("performance/run_1/mlperf_log_detail.txt"))?;
+    let detail = parse_detail(&std::fs::read_to_string(
+        scenario.join("performance/run_1/mlperf_log_detail.txt"),
+    )?)?;
+    let text = |key: &str| {
+        detail_value(&detail, key)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
     assert_eq!(
-        detail_value(&detail, "effective_qsl_rng_seed").as_deref(),
-        Some("2085463073848966840")
+        detail_value(&detail, "effective_qsl_rng_seed").and_then(serde_json::Value::as_u64),
+        Some(2085463073848966840)
     );
-    let sut = detail_value(&detail, "sut_name").unwrap_or_default();
+    let sut = text("sut_name");
     assert!(sut.contains("Network SUT"), "{sut}");
     // Real-size volumes, varying: 192..896 slices of 256 x 256 float32.
-    let qsl = detail_value(&detail, "qsl_name").unwrap_or_default();
+    let qsl = text("qsl_name");
     assert!(
         qsl.contains("volumes of 1 x 192..=896 x [256, 256]"),
         "{qsl}"
@@ -288,14 +351,23 @@ fn submission_3d_unet_99_round_v6_1_at_real_sample_sizes() -> Result<()> {
     );
     // Run again: every finished run is kept (the submission resumes),
     // and the tree and the checker's verdict are the same.
-    let (_, again, again_err) = run(&kit.official, &args, dir.path(), Duration::from_secs(300))?;
+    let (_, again, again_err) = run(
+        &kit.official,
+        &checked.args,
+        dir.path(),
+        Duration::from_secs(300),
+    )?;
     for run_name in ["performance", "accuracy", "TEST01"] {
         assert!(
             again.contains(&format!("Offline {run_name}: kept from an earlier run")),
             "{again}\n{again_err}"
         );
     }
-    assert_eq!(checker_errors(&again), checker_errors(&stdout), "{again}");
+    assert_eq!(
+        checker_errors(&again),
+        checker_errors(&checked.stdout),
+        "{again}"
+    );
     drop(nodes);
     Ok(())
 }
@@ -306,57 +378,34 @@ fn submission_resnet50_round_v5_0_offline_and_server_with_test01_and_test04() ->
     let dir = test_dir("submission-resnet50")?;
     let config = node_config(dir.path(), "node.toml", 2_000, false)?;
     let nodes = namespaced_nodes("resnet50", &config)?;
-    write_file(dir.path(), "system.json", SYSTEM_JSON)?;
-    write_file(
+    let checked = submit_and_check(
+        &kit,
         dir.path(),
-        "accuracy.txt",
-        "accuracy=0.000%, good=0, total=2048 (synthetic data: nothing to score)\n",
+        &nodes,
+        Submit {
+            benchmark: "resnet50",
+            round: "v5.0",
+            accuracy: "accuracy=0.000%, good=0, total=2048 (synthetic data: nothing to score)\n",
+            user_conf: "*.Offline.target_qps = 800\n*.Offline.min_duration = 1000\n\
+                        resnet50.Offline.min_query_count = 1600\n*.Server.target_qps = 300\n\
+                        *.Server.min_duration = 2000\n*.Server.min_query_count = 600\n",
+            // A short data set: the accuracy run covers 2048 images, not 50000.
+            extra: &["--total-sample-count", "2048"],
+            allowed: &[
+                "accurcy run does not cover all dataset",
+                "Early stopping condition was not met",
+                "Latency constraint with early stopping not met",
+            ],
+            required: &["Test duration less than 600s"],
+        },
     )?;
-    write_file(
-        dir.path(),
-        "user.conf",
-        "*.Offline.target_qps = 800\n*.Offline.min_duration = 1000\n\
-         resnet50.Offline.min_query_count = 1600\n*.Server.target_qps = 300\n\
-         *.Server.min_duration = 2000\n*.Server.min_query_count = 600\n",
-    )?;
-    let mut args = submission_args(&kit, "resnet50", "v5.0");
-    // A short data set: the accuracy run covers 2048 images, not 50000.
-    args.extend(["--total-sample-count", "2048", "--check"].map(String::from));
-    args.extend(node_flags(&nodes));
-    let (ok, stdout, stderr) = run(&kit.official, &args, dir.path(), Duration::from_secs(900))?;
-    let context = || format!("stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(
-        !ok,
-        "the checker must find the short run's errors; {}",
-        context()
-    );
-    for verified in [
+    checked.verified(&[
         "Offline TEST01",
         "Offline TEST04",
         "Server TEST01",
         "Server TEST04",
-    ] {
-        assert!(
-            stdout.contains(&format!("{verified}: verified")),
-            "{verified}; {}",
-            context()
-        );
-    }
-    let mut allowed = SHORT_RUN_ERRORS.to_vec();
-    allowed.extend([
-        "accurcy run does not cover all dataset",
-        "Early stopping condition was not met",
-        "Latency constraint with early stopping not met",
     ]);
-    only_expected_errors(
-        &checker_errors(&stdout),
-        &allowed,
-        &["Test duration less than 600s"],
-    )
-    .with_context(context)?;
-    let root = dir.path().join("submission");
-    let log = std::fs::read_to_string(root.join("checker-v5.0.log"))?;
-    assert!(!log.contains("seed is wrong"), "seed errors:\n{log}");
+    let root = &checked.root;
     // v5.0's layout: compliance and measurements in trees of their own.
     let sub = root.join("network/netdiv-ci");
     for path in [
@@ -390,47 +439,29 @@ fn submission_llama2_70b_99_round_v6_0_with_test06() -> Result<()> {
             "128",
         ],
     )?;
-    write_file(dir.path(), "system.json", SYSTEM_JSON)?;
-    write_file(
+    let checked = submit_and_check(
+        &kit,
         dir.path(),
-        "accuracy.txt",
-        "{'rouge1': 0.0, 'rouge2': 0.0, 'rougeL': 0.0, 'rougeLsum': 0.0, \
-         'tokens_per_sample': 0.0} (synthetic tokens: nothing to score)\n",
+        &nodes,
+        Submit {
+            benchmark: "llama2-70b-99",
+            round: "v6.0",
+            accuracy: "{'rouge1': 0.0, 'rouge2': 0.0, 'rougeL': 0.0, 'rougeLsum': 0.0, \
+                       'tokens_per_sample': 0.0} (synthetic tokens: nothing to score)\n",
+            user_conf: "*.Offline.target_qps = 100\n*.Offline.min_duration = 1000\n\
+                        llama2-70b.Offline.min_query_count = 400\n*.Server.target_qps = 40\n\
+                        *.Server.min_duration = 2000\n*.Server.min_query_count = 100\n",
+            extra: &["--total-sample-count", "1024"],
+            allowed: &[
+                "accurcy run does not cover all dataset",
+                "performance_sample_count, found 1024, needs to be >= 24576",
+                "Early stopping condition was not met",
+            ],
+            required: &["Test duration less than 600s"],
+        },
     )?;
-    write_file(
-        dir.path(),
-        "user.conf",
-        "*.Offline.target_qps = 100\n*.Offline.min_duration = 1000\n\
-         llama2-70b.Offline.min_query_count = 400\n*.Server.target_qps = 40\n\
-         *.Server.min_duration = 2000\n*.Server.min_query_count = 100\n",
-    )?;
-    let mut args = submission_args(&kit, "llama2-70b-99", "v6.0");
-    args.extend(["--total-sample-count", "1024", "--check"].map(String::from));
-    args.extend(node_flags(&nodes));
-    let (ok, stdout, stderr) = run(&kit.official, &args, dir.path(), Duration::from_secs(900))?;
-    let context = || format!("stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(
-        !ok,
-        "the checker must find the short run's errors; {}",
-        context()
-    );
-    assert!(stdout.contains("Offline TEST06: verified"), "{}", context());
-    assert!(stdout.contains("Server TEST06: verified"), "{}", context());
-    let mut allowed = SHORT_RUN_ERRORS.to_vec();
-    allowed.extend([
-        "accurcy run does not cover all dataset",
-        "performance_sample_count, found 1024, needs to be >= 24576",
-        "Early stopping condition was not met",
-    ]);
-    only_expected_errors(
-        &checker_errors(&stdout),
-        &allowed,
-        &["Test duration less than 600s"],
-    )
-    .with_context(context)?;
-    let root = dir.path().join("submission");
-    let log = std::fs::read_to_string(root.join("checker-v6.0.log"))?;
-    assert!(!log.contains("seed is wrong"), "seed errors:\n{log}");
+    checked.verified(&["Offline TEST06", "Server TEST06"]);
+    let root = &checked.root;
     let verify =
         std::fs::read_to_string(root.join(
             "network/netdiv-ci/results/nslab/llama2-70b-99/Offline/TEST06/verify_accuracy.txt",

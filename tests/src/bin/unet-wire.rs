@@ -20,6 +20,7 @@ use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::{bail, Context, Result};
 use netdiv_tests::bench::{finish_benchmark, machine_description, median};
+use netdiv_tests::mlperf_logs::{detail_value, parse_detail};
 use netdiv_tests::sut_client::NodeProcess;
 use netdiv_tests::{loadgen_node_bin, test_dir, write_file};
 
@@ -31,13 +32,6 @@ struct Measured {
     input_decoded_bytes_per_s: f64,
     input_wire_bytes_per_s: f64,
     output_wire_bytes_per_s: f64,
-}
-
-fn detail_number(detail: &str, key: &str) -> Option<f64> {
-    let needle = format!("\"key\": \"{key}\", \"value\": ");
-    let line = detail.lines().find(|l| l.contains(&needle))?;
-    let rest = &line[line.find(&needle)? + needle.len()..];
-    rest.split([',', '}']).next()?.trim().parse().ok()
 }
 
 fn loadgen(args: &[String], out: &Path) -> Result<(f64, Option<serde_json::Value>)> {
@@ -60,8 +54,9 @@ fn loadgen(args: &[String], out: &Path) -> Result<(f64, Option<serde_json::Value
     if !status.success() {
         bail!("loadgen-node run {} failed", args.join(" "));
     }
-    let detail = std::fs::read_to_string(out.join("mlperf_log_detail.txt"))?;
-    let throughput = detail_number(&detail, "result_samples_per_second")
+    let detail = parse_detail(&std::fs::read_to_string(out.join("mlperf_log_detail.txt"))?)?;
+    let throughput = detail_value(&detail, "result_samples_per_second")
+        .and_then(serde_json::Value::as_f64)
         .context("no result_samples_per_second")?;
     let record = std::fs::read_to_string(out.join("netdiv_run.json"))
         .ok()
