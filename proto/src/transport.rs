@@ -65,6 +65,12 @@ pub const QUIC_STREAM_WINDOW: u32 = 16 << 20;
 /// QUIC flow-control window of a connection, bytes: a node's worth of
 /// 150 KB samples in flight.
 pub const QUIC_CONNECTION_WINDOW: u32 = 128 << 20;
+/// Congestion window a QUIC connection starts with, bytes. quinn's default
+/// (about 14 KB, for the open Internet) makes a fresh connection ramp up
+/// over many round trips, and its pacing spreads a burst of small queries
+/// over time; a benchmark fabric is a data-centre LAN, where a start like
+/// TCP's on loopback costs nothing. Loss still shrinks it (Cubic).
+pub const QUIC_INITIAL_CONGESTION_WINDOW: u64 = 1 << 20;
 /// Largest UDP payload MTU discovery may try: a 9000-byte jumbo frame less
 /// IPv6 and UDP headers. Discovery probes, so smaller paths are safe.
 pub const QUIC_MTU_UPPER_BOUND: u16 = 8952;
@@ -72,10 +78,15 @@ pub const QUIC_MTU_UPPER_BOUND: u16 = 8952;
 pub const QUIC_KEEP_ALIVE_INTERVAL: Duration = Duration::from_millis(500);
 /// A QUIC connection silent this long is lost (QDL side).
 pub const QUIC_IDLE_TIMEOUT: Duration = Duration::from_secs(3);
-/// Query streams a node lets one QDL keep open at once: one stream per
-/// query piece, and the QDL keeps up to its window of pieces in flight, far
-/// more than quinn's default of 100.
+/// Streams a node lets one QDL keep open at once: the query streams, plus
+/// Name and Info requests, plus room for clients that open a stream per
+/// query (the protocol allows one query per stream).
 pub const QUIC_MAX_CONCURRENT_STREAMS: u32 = 1 << 16;
+
+/// Long-lived query streams the QDL keeps open to each node over QUIC; a
+/// query's pieces go round-robin over them. More than one, so a lost
+/// packet delays only the queries of its stream.
+pub const QUIC_QUERY_STREAMS: usize = 4;
 
 /// How long the QDL waits for a node to resolve, connect, or answer Name
 /// or Info.
@@ -110,6 +121,9 @@ pub fn quic_config(client: bool) -> Arc<quinn::TransportConfig> {
         // node's first piece would arrive only after every queued piece had
         // been interleaved with it, leaving the node idle meanwhile.
         .send_fairness(false);
+    let mut congestion = quinn::congestion::CubicConfig::default();
+    congestion.initial_window(QUIC_INITIAL_CONGESTION_WINDOW);
+    t.congestion_controller_factory(Arc::new(congestion));
     let mut mtu = quinn::MtuDiscoveryConfig::default();
     mtu.upper_bound(QUIC_MTU_UPPER_BOUND);
     t.mtu_discovery_config(Some(mtu));

@@ -217,6 +217,14 @@ impl BenchClusters {
         })
     }
 
+    /// The nodes of a network setup.
+    pub fn cluster(&self, setup: Setup) -> &Cluster {
+        match setup {
+            Setup::Quic => &self.quic,
+            _ => &self.grpc,
+        }
+    }
+
     /// The `loadgen-node` flags that reach the nodes of `setup`; `None`
     /// for in-process.
     pub fn flags(&self, setup: Setup) -> Option<Vec<String>> {

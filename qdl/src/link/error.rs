@@ -128,13 +128,11 @@ pub enum LinkError {
     /// The node ended the gRPC query stream.
     #[error("the node ended the Infer stream")]
     InferEnded,
-    /// A QUIC query stream ended before every sample was answered.
-    #[error("a query stream ended with {missing} of its {total} samples unanswered")]
-    Unanswered {
-        /// Samples without an answer.
-        missing: usize,
-        /// Samples of the query.
-        total: usize,
+    /// The node ended a QUIC query stream the QDL had not finished.
+    #[error("the node ended a QUIC query stream with {unanswered} samples unanswered")]
+    QueryStreamEnded {
+        /// Samples sent on the stream and not yet answered.
+        unanswered: usize,
     },
     /// The node held samples and completed none for too long.
     #[error("it completed nothing for {after:?} while holding samples")]

@@ -110,10 +110,7 @@ impl Link {
     pub async fn start(&self, node: usize, events: Arc<dyn LinkEvents>) -> Result<(), LinkError> {
         match self {
             Link::Grpc(l) => l.start(node, events).await,
-            Link::Quic(l) => {
-                l.start(node, events);
-                Ok(())
-            }
+            Link::Quic(l) => l.start(node, events).await,
         }
     }
 
@@ -121,7 +118,7 @@ impl Link {
     pub async fn close(&self) {
         match self {
             Link::Grpc(l) => l.close().await,
-            Link::Quic(l) => l.close(),
+            Link::Quic(l) => l.close().await,
         }
     }
 

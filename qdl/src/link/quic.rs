@@ -1,12 +1,24 @@
-//! The QUIC link: one connection per node (TLS 1.3, ALPN `netdiv/1`) and
-//! one bidirectional stream per query, so queries never wait behind one
-//! another's bytes (no head-of-line blocking across queries).
+//! The QUIC link: one connection per node (TLS 1.3, ALPN `netdiv/1`). Name
+//! and Info each get a stream of their own. Queries travel on a few
+//! long-lived query streams ([`QUIC_QUERY_STREAMS`]), one `Query` frame
+//! per piece, spread round-robin: a stream per query cost a stream set-up
+//! and a task on both ends for every query, and capped small queries at a
+//! fraction of gRPC's rate. Several streams rather than one keep a lost
+//! packet from holding up every query behind it (head-of-line blocking
+//! stays within one stream).
 
+use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
+use bytes::Bytes;
 use netdiv_proto::framing::{self, FrameDecoder};
 use netdiv_proto::pb::{self, quic_request, quic_response};
+use netdiv_proto::transport::QUIC_QUERY_STREAMS;
+use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+use tokio::task::JoinHandle;
 
 use super::{Call, LinkError, LinkEvents};
 use crate::node_url::NodeUrl;
@@ -16,10 +28,65 @@ pub(crate) struct QuicLink {
     conn: quinn::Connection,
     /// Kept so the client socket lives as long as the link.
     _endpoint: quinn::Endpoint,
-    runtime: tokio::runtime::Handle,
-    events: OnceLock<(usize, Arc<dyn LinkEvents>)>,
+    /// The query streams, once `start` has opened them.
+    lanes: OnceLock<Lanes>,
     /// Largest frame accepted (the benchmark's message limit).
     max_message: usize,
+}
+
+/// The query streams of a started link.
+struct Lanes {
+    lanes: Vec<Arc<Lane>>,
+    /// Round-robin position.
+    next: AtomicUsize,
+    /// Each stream's reader, awaited on close.
+    readers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// One long-lived query stream.
+struct Lane {
+    /// Encoded frames for the stream's writer; `None` once closing.
+    frames: Mutex<Option<UnboundedSender<Bytes>>>,
+    state: Mutex<LaneState>,
+}
+
+/// What a query stream holds, under one lock so a sample is never added
+/// to a stream that has just ended (and reported what it held).
+#[derive(Default)]
+struct LaneState {
+    ended: bool,
+    /// The QDL finished the stream (end of the run).
+    closing: bool,
+    /// Samples sent on this stream and not answered yet.
+    unanswered: HashSet<u64, BuildHasherDefault<IdHasher>>,
+}
+
+/// Hashes response ids (distinct numbers from a counter) with one
+/// multiplication: every sample passes through the set twice, and SipHash
+/// showed in profiles of small-sample runs.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+impl Lane {
+    fn state(&self) -> MutexGuard<'_, LaneState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// The kind of an answer, for errors about unexpected ones.
@@ -57,8 +124,7 @@ impl QuicLink {
         Ok(QuicLink {
             conn,
             _endpoint: endpoint,
-            runtime: tokio::runtime::Handle::current(),
-            events: OnceLock::new(),
+            lanes: OnceLock::new(),
             max_message,
         })
     }
@@ -122,76 +188,174 @@ impl QuicLink {
         }
     }
 
-    pub fn start(&self, node: usize, events: Arc<dyn LinkEvents>) {
-        let _ = self.events.set((node, events));
+    /// Opens the query streams; from now on events for `node` go to
+    /// `events`.
+    pub async fn start(&self, node: usize, events: Arc<dyn LinkEvents>) -> Result<(), LinkError> {
+        let mut lanes = Vec::with_capacity(QUIC_QUERY_STREAMS);
+        let mut readers = Vec::with_capacity(QUIC_QUERY_STREAMS);
+        for _ in 0..QUIC_QUERY_STREAMS {
+            // A stream reaches the node with its first frame, so opening
+            // costs no round trip.
+            let (send, recv) = self.conn.open_bi().await?;
+            let (tx, rx) = mpsc::unbounded_channel();
+            let lane = Arc::new(Lane {
+                frames: Mutex::new(Some(tx)),
+                state: Mutex::new(LaneState::default()),
+            });
+            tokio::spawn(write_frames(send, rx));
+            readers.push(tokio::spawn(read_answers(
+                recv,
+                lane.clone(),
+                node,
+                events.clone(),
+                self.max_message,
+            )));
+            lanes.push(lane);
+        }
+        let _ = self.lanes.set(Lanes {
+            lanes,
+            next: AtomicUsize::new(0),
+            readers: Mutex::new(readers),
+        });
+        Ok(())
     }
 
-    /// Closes the connection; the node sees a clean close.
-    pub fn close(&self) {
+    /// Finishes the query streams, waits until the node has answered what
+    /// they hold and ended them, then closes the connection.
+    pub async fn close(&self) {
+        if let Some(lanes) = self.lanes.get() {
+            for lane in &lanes.lanes {
+                lane.state().closing = true;
+                lane.frames.lock().unwrap_or_else(|e| e.into_inner()).take();
+            }
+            let readers =
+                std::mem::take(&mut *lanes.readers.lock().unwrap_or_else(|e| e.into_inner()));
+            for reader in readers {
+                let _ = reader.await;
+            }
+        }
         self.conn.close(0u32.into(), b"done");
     }
 
+    /// Queues `query` on the next query stream that is still open. A
+    /// stream that failed has reported its samples; the node's other
+    /// samples follow when the connection's failure is reported.
     pub fn send(&self, query: pb::Query) {
-        let Some((node, events)) = self.events.get().cloned() else {
+        let Some(lanes) = self.lanes.get() else {
             return;
         };
-        let conn = self.conn.clone();
-        let max_message = self.max_message;
-        self.runtime.spawn(async move {
-            let ids: Vec<u64> = query.samples.iter().map(|s| s.response_id).collect();
-            match run_query(&conn, query, node, &*events, max_message).await {
-                Ok(answered) if answered >= ids.len() => {}
-                Ok(answered) => events.failed(
-                    node,
-                    LinkError::Unanswered {
-                        missing: ids.len() - answered,
-                        total: ids.len(),
-                    },
-                ),
-                Err(e @ LinkError::Refused { .. }) => events.refused(node, ids, e),
-                Err(e) => events.failed(node, e),
-            }
+        let ids: Vec<u64> = query.samples.iter().map(|s| s.response_id).collect();
+        let frame = framing::encode(&pb::QuicRequest {
+            protocol_version: netdiv_proto::PROTOCOL_VERSION,
+            kind: Some(quic_request::Kind::Query(query)),
         });
+        for _ in 0..lanes.lanes.len() {
+            let at = lanes.next.fetch_add(1, Ordering::Relaxed) % lanes.lanes.len();
+            let lane = &lanes.lanes[at];
+            let mut state = lane.state();
+            if state.ended {
+                continue;
+            }
+            state.unanswered.extend(ids.iter().copied());
+            if let Some(frames) = &*lane.frames.lock().unwrap_or_else(|e| e.into_inner()) {
+                // A writer that is gone has failed its stream, and the
+                // reader reports these samples with the rest.
+                let _ = frames.send(frame);
+            }
+            return;
+        }
     }
 }
 
-/// Sends one query on its own stream and reports completions as their
-/// frames arrive. Returns how many completions (not first tokens) came
-/// back; a
-/// [`LinkError::Refused`] means the node refused the query itself.
-async fn run_query(
-    conn: &quinn::Connection,
-    query: pb::Query,
+/// Most frames gathered into one write.
+const FRAMES_PER_WRITE: usize = 64;
+
+/// Writes queued frames to a query stream, as many at once as are ready,
+/// and finishes it when the link closes. A failed write ends the writer;
+/// the stream's reader sees the failure and reports it.
+async fn write_frames(mut send: quinn::SendStream, mut frames: UnboundedReceiver<Bytes>) {
+    let mut batch = Vec::with_capacity(FRAMES_PER_WRITE);
+    while let Some(frame) = frames.recv().await {
+        batch.push(frame);
+        while batch.len() < FRAMES_PER_WRITE {
+            match frames.try_recv() {
+                Ok(frame) => batch.push(frame),
+                Err(_) => break,
+            }
+        }
+        if send.write_all_chunks(&mut batch).await.is_err() {
+            return;
+        }
+        batch.clear();
+    }
+    let _ = send.finish();
+}
+
+/// Reads a query stream's answers and reports them. When the stream ends,
+/// what it still held is reported: refused if the node said why (an error
+/// frame), else as a failure of the node, unless the QDL was closing it
+/// and everything was answered.
+async fn read_answers(
+    mut recv: quinn::RecvStream,
+    lane: Arc<Lane>,
+    node: usize,
+    events: Arc<dyn LinkEvents>,
+    max_message: usize,
+) {
+    let ended = read_completions(&mut recv, &lane, node, &*events, max_message).await;
+    let (unanswered, closing) = {
+        let mut state = lane.state();
+        state.ended = true;
+        (std::mem::take(&mut state.unanswered), state.closing)
+    };
+    match ended {
+        Ok(None) if closing && unanswered.is_empty() => {}
+        Ok(None) => events.failed(
+            node,
+            LinkError::QueryStreamEnded {
+                unanswered: unanswered.len(),
+            },
+        ),
+        Ok(Some(reason)) => {
+            let error = LinkError::Refused {
+                call: Call::Infer,
+                reason,
+            };
+            events.refused(node, unanswered.into_iter().collect(), error);
+        }
+        Err(e) => events.failed(node, e),
+    }
+}
+
+/// Reports completions as their frames arrive, until the stream ends:
+/// `Some(reason)` if the node refused what the stream carried.
+async fn read_completions(
+    recv: &mut quinn::RecvStream,
+    lane: &Lane,
     node: usize,
     events: &dyn LinkEvents,
     max_message: usize,
-) -> Result<usize, LinkError> {
-    let (mut send, mut recv) = conn.open_bi().await?;
-    let request = pb::QuicRequest {
-        protocol_version: netdiv_proto::PROTOCOL_VERSION,
-        kind: Some(quic_request::Kind::Query(query)),
-    };
-    send.write_chunk(framing::encode(&request)).await?;
-    send.finish()?;
+) -> Result<Option<String>, LinkError> {
     let mut decoder = FrameDecoder::new(max_message);
-    let mut answered = 0;
+    let mut refused = None;
     while let Some(chunk) = recv.read_chunk(usize::MAX, true).await? {
         decoder.push(&chunk.bytes);
         while let Some(frame) = decoder.next_frame()? {
             let response: pb::QuicResponse = framing::decode(&frame, "QuicResponse")?;
             match response.kind {
                 Some(quic_response::Kind::Completions(batch)) => {
-                    // A first token is not an answer: a stream that ends
-                    // after first tokens alone leaves its samples unanswered.
-                    answered += batch.completions.iter().filter(|c| !c.first_token).count();
+                    {
+                        // A first token is not an answer.
+                        let mut state = lane.state();
+                        for c in batch.completions.iter().filter(|c| !c.first_token) {
+                            state.unanswered.remove(&c.response_id);
+                        }
+                    }
                     events.completions(node, batch.completions);
                 }
-                Some(quic_response::Kind::Error(reason)) => {
-                    return Err(LinkError::Refused {
-                        call: Call::Infer,
-                        reason,
-                    })
-                }
+                // The node answers what it had accepted, then ends the
+                // stream: what is left then is what it refused.
+                Some(quic_response::Kind::Error(reason)) => refused = Some(reason),
                 other => {
                     return Err(LinkError::UnexpectedAnswer {
                         call: Call::Infer,
@@ -202,5 +366,5 @@ async fn run_query(
         }
     }
     decoder.finish()?;
-    Ok(answered)
+    Ok(refused)
 }

@@ -1,11 +1,14 @@
-//! QUIC: one bidirectional stream per request (ALPN
-//! [`netdiv_proto::ALPN`]: a client offering another fails the handshake;
-//! a request of another protocol version gets an error frame naming both
-//! versions). Token models' first tokens travel in the same `completions`
-//! frames as completions, always ahead of their sample's. The client
-//! writes one `QuicRequest` frame and finishes; the node answers with
-//! `QuicResponse` frames and finishes. A bad stream gets an error frame and
-//! ends alone; the connection and everyone else go on.
+//! QUIC (ALPN [`netdiv_proto::ALPN`]: a client offering another fails the
+//! handshake; a request of another protocol version gets an error frame
+//! naming both versions). A Name or Info request has a bidirectional stream
+//! of its own: one frame each way. A query stream starts with a `Query`
+//! frame and may carry many more, written as the client has them; the node
+//! submits each as it arrives and sends completions back in `completions`
+//! frames as they come (token models' first tokens in the same frames,
+//! always ahead of their sample's), so a busy link needs neither a stream
+//! nor a task per query. The node finishes a query stream once the client
+//! has finished its side and every sample is answered. A bad stream gets an
+//! error frame and ends alone; the connection and everyone else go on.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -33,6 +36,8 @@ enum BadRequest {
     MoreThanOne,
     #[error("stream ended without a request frame")]
     Missing,
+    #[error("a query stream carries only queries")]
+    NotAQuery,
 }
 
 /// Binds `listen` on UDP (preferring `preferred`, the gRPC port, so a node
@@ -86,10 +91,11 @@ async fn serve(endpoint: quinn::Endpoint, node: Arc<Node>, mut closing: watch::R
                 let Some(incoming) = incoming else { break };
                 let node = node.clone();
                 let open_streams = open_streams.clone();
+                let closing = closing.clone();
                 tokio::spawn(async move {
                     let remote = incoming.remote_address();
                     match incoming.await {
-                        Ok(conn) => serve_connection(conn, node, open_streams).await,
+                        Ok(conn) => serve_connection(conn, node, open_streams, closing).await,
                         Err(e) => eprintln!("sut-node {}: QUIC handshake with {remote} failed: {e}", node.settings().name),
                     }
                 });
@@ -107,15 +113,17 @@ async fn serve_connection(
     conn: quinn::Connection,
     node: Arc<Node>,
     open_streams: Arc<watch::Sender<usize>>,
+    closing: watch::Receiver<bool>,
 ) {
     loop {
         match conn.accept_bi().await {
             Ok((send, recv)) => {
                 let node = node.clone();
                 let open = OpenStream::open(&open_streams);
+                let closing = closing.clone();
                 tokio::spawn(async move {
                     let _open = open;
-                    if let Err(e) = serve_stream(send, recv, &node).await {
+                    if let Err(e) = serve_stream(send, recv, &node, closing).await {
                         eprintln!("sut-node {}: QUIC stream: {e:#}", node.settings().name);
                     }
                 });
@@ -129,90 +137,137 @@ fn response(kind: quic_response::Kind) -> bytes::Bytes {
     framing::encode(&pb::QuicResponse { kind: Some(kind) })
 }
 
+/// Writes one error frame and finishes the stream.
+async fn refuse(send: &mut quinn::SendStream, reason: String) -> Result<()> {
+    send.write_all(&response(quic_response::Kind::Error(reason.clone())))
+        .await?;
+    send.finish()?;
+    anyhow::bail!("refused: {reason}");
+}
+
+/// Reads the next frame of a stream: `Ok(None)` at a clean end.
+async fn next_frame(
+    recv: &mut quinn::RecvStream,
+    decoder: &mut FrameDecoder,
+) -> Result<Option<pb::QuicRequest>, BadRequest> {
+    loop {
+        if let Some(frame) = decoder.next_frame()? {
+            return Ok(Some(framing::decode::<pb::QuicRequest>(
+                &frame,
+                "QuicRequest",
+            )?));
+        }
+        match recv.read_chunk(READ_CHUNK, true).await? {
+            Some(chunk) => decoder.push(&chunk.bytes),
+            None => {
+                decoder.finish()?;
+                return Ok(None);
+            }
+        }
+    }
+}
+
+/// Most bytes taken from a stream per read.
+const READ_CHUNK: usize = 1 << 20;
+
 async fn serve_stream(
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
     node: &Node,
+    closing: watch::Receiver<bool>,
 ) -> Result<()> {
     let max_message = message_limit(&node.settings().benchmark);
-    let request = match read_request(&mut recv, max_message).await {
-        Ok(r) => r,
-        Err(reason) => {
-            send.write_all(&response(quic_response::Kind::Error(reason.to_string())))
-                .await?;
-            send.finish()?;
-            anyhow::bail!("refused: {reason}");
-        }
+    let mut decoder = FrameDecoder::new(max_message);
+    let request = match next_frame(&mut recv, &mut decoder).await {
+        Ok(Some(request)) => request,
+        Ok(None) => return refuse(&mut send, BadRequest::Missing.to_string()).await,
+        Err(reason) => return refuse(&mut send, reason.to_string()).await,
     };
     if let Some(msg) = version_mismatch(request.protocol_version) {
-        send.write_all(&response(quic_response::Kind::Error(msg.clone())))
-            .await?;
-        send.finish()?;
-        anyhow::bail!("refused: {msg}");
+        return refuse(&mut send, msg).await;
     }
-    match request.kind {
-        Some(quic_request::Kind::Name(_)) => {
-            let name = pb::NameResponse {
-                name: node.settings().name.clone(),
-                protocol_version: netdiv_proto::PROTOCOL_VERSION,
-            };
-            send.write_all(&response(quic_response::Kind::Name(name)))
-                .await?;
-        }
-        Some(quic_request::Kind::Info(_)) => {
-            let info = node.info(crate::nic::interfaces());
-            send.write_all(&response(quic_response::Kind::Info(info)))
-                .await?;
-        }
+    let answer = match request.kind {
         Some(quic_request::Kind::Query(query)) => {
-            let (tx, mut rx) = mpsc::unbounded_channel();
-            let mut left = node.submit_query(query, &tx);
-            drop(tx);
-            while left > 0 {
-                let Some(batch) = next_batch(&mut rx, COMPLETIONS_PER_MESSAGE).await else {
-                    break;
-                };
-                // First tokens (token models) come ahead of completions
-                // and do not answer a sample.
-                let answered = batch.completions.iter().filter(|c| !c.first_token).count();
-                left -= answered.min(left);
-                send.write_all(&response(quic_response::Kind::Completions(batch)))
-                    .await?;
-            }
+            return serve_queries(query, send, recv, decoder, node, closing).await;
         }
-        None => {
-            send.write_all(&response(quic_response::Kind::Error(
-                "empty request".into(),
-            )))
-            .await?;
+        Some(quic_request::Kind::Name(_)) => quic_response::Kind::Name(pb::NameResponse {
+            name: node.settings().name.clone(),
+            protocol_version: netdiv_proto::PROTOCOL_VERSION,
+        }),
+        Some(quic_request::Kind::Info(_)) => {
+            quic_response::Kind::Info(node.info(crate::nic::interfaces()))
         }
+        None => quic_response::Kind::Error("empty request".into()),
+    };
+    // A Name or Info stream carries that one request and nothing more.
+    match next_frame(&mut recv, &mut decoder).await {
+        Ok(None) => {}
+        Ok(Some(_)) => return refuse(&mut send, BadRequest::MoreThanOne.to_string()).await,
+        Err(reason) => return refuse(&mut send, reason.to_string()).await,
     }
+    send.write_all(&response(answer)).await?;
+    finish(send).await
+}
+
+/// Finishes a stream and waits until the client has every byte (the
+/// connection may close next).
+async fn finish(mut send: quinn::SendStream) -> Result<()> {
     send.finish()?;
-    // Done once the client has every byte (the connection may close next).
     let _ = tokio::time::timeout(QUIC_DELIVERY_GRACE, send.stopped()).await;
     Ok(())
 }
 
-/// Reads the stream's one request frame; an error for the client if it is
-/// oversized, truncated, malformed or followed by more data.
-async fn read_request(
-    recv: &mut quinn::RecvStream,
-    max_message: usize,
-) -> Result<pb::QuicRequest, BadRequest> {
-    let mut decoder = FrameDecoder::new(max_message);
-    let mut frame = None;
-    while let Some(chunk) = recv.read_chunk(64 << 10, true).await? {
-        decoder.push(&chunk.bytes);
-        match decoder.next_frame()? {
-            Some(f) if frame.is_none() => frame = Some(f),
-            Some(_) => return Err(BadRequest::MoreThanOne),
-            None => {}
+/// A query stream: `first` and every further `Query` frame the client
+/// writes are submitted as they arrive, and completions go back as they
+/// come, batched into frames. Once the client finishes its side (or the
+/// node closes) and every submitted sample is answered, the node finishes
+/// too. A bad frame stops the reading: the samples already submitted are
+/// still answered, then an error frame ends the stream.
+async fn serve_queries(
+    first: pb::Query,
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+    mut decoder: FrameDecoder,
+    node: &Node,
+    mut closing: watch::Receiver<bool>,
+) -> Result<()> {
+    let (reply, mut replies) = mpsc::unbounded_channel();
+    node.submit_query(first, &reply);
+    // Owns `reply`: once reading ends and every submitted sample has been
+    // answered, the channel closes and the writer ends.
+    let reading = async move {
+        loop {
+            let request = tokio::select! {
+                request = next_frame(&mut recv, &mut decoder) => request,
+                _ = closing.wait_for(|c| *c) => return Ok(()),
+            };
+            let request = match request {
+                Ok(Some(request)) => request,
+                Ok(None) => return Ok(()),
+                Err(reason) => return Err(reason.to_string()),
+            };
+            if let Some(msg) = version_mismatch(request.protocol_version) {
+                return Err(msg);
+            }
+            match request.kind {
+                Some(quic_request::Kind::Query(query)) => {
+                    node.submit_query(query, &reply);
+                }
+                _ => return Err(BadRequest::NotAQuery.to_string()),
+            }
         }
+    };
+    let writing = async {
+        while let Some(batch) = next_batch(&mut replies, COMPLETIONS_PER_MESSAGE).await {
+            send.write_all_chunks(&mut [response(quic_response::Kind::Completions(batch))])
+                .await?;
+        }
+        anyhow::Ok(())
+    };
+    let (read, written) = tokio::join!(reading, writing);
+    written?;
+    if let Err(reason) = read {
+        return refuse(&mut send, reason).await;
     }
-    if let Ok(Some(_)) = decoder.next_frame() {
-        return Err(BadRequest::MoreThanOne);
-    }
-    decoder.finish()?;
-    let frame = frame.ok_or(BadRequest::Missing)?;
-    Ok(framing::decode::<pb::QuicRequest>(&frame, "QuicRequest")?)
+    finish(send).await
 }

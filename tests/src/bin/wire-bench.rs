@@ -1,0 +1,491 @@
+//! `wire-bench`: how fast the QDL's two transports carry small queries,
+//! side by side in one run.
+//!
+//! Two sut-nodes per transport (gRPC and QUIC), the synthetic backend at
+//! zero cost, 4-byte samples (`--benchmark null`), all on loopback, and
+//! `loadgen-node` as a real process for every run:
+//!
+//! * Server: the probes are run in ascending order for each transport,
+//!   interleaved, until a probe is INVALID; the highest VALID probe counts.
+//! * Offline: samples/s (median of `--repeat` runs).
+//! * SingleStream through the QDL to one node: p50, p99 and mean latency
+//!   against `--sut null`, 10,000 queries per `--seconds` (median of
+//!   `--repeat` runs).
+//! * Where a SingleStream query's time goes: the LoadGen with the null SUT,
+//!   with the node's synthetic device in-process (the batcher's thread
+//!   hand-off), a bare Name() round trip on each transport from this
+//!   process, and the whole path through the QDL.
+//!
+//! Usage: `cargo run --release -p netdiv-tests --bin wire-bench`.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use netdiv_proto::pb::{self, quic_request};
+use netdiv_tests::bench::{finish_benchmark, machine_description, median};
+use netdiv_tests::configs::UserConf;
+use netdiv_tests::mlperf_logs::summary_value;
+use netdiv_tests::network_run::{loadgen, BenchClusters, LoadgenRun, Setup};
+use netdiv_tests::sut_client::{
+    grpc_client, quic_connect, quic_request, versioned, ClientCert, NodeProcess,
+};
+use netdiv_tests::{loadgen_node_bin, test_dir, write_file};
+use sut_node::backend::synthetic::SyntheticConfig;
+use sut_node::config::FileConfig;
+
+/// Prints the wire-speed table of gRPC and QUIC. NETDIV_LOADGEN_NODE /
+/// NETDIV_SUT_NODE use prebuilt binaries.
+#[derive(Debug, clap::Parser)]
+#[command(name = "wire-bench")]
+struct Cli {
+    /// min_duration of every run, in seconds.
+    #[arg(long, default_value_t = 5)]
+    seconds: u64,
+    /// Server target_qps probes, ascending.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "100000,200000,400000,600000,800000,1000000,1200000"
+    )]
+    server_qps: Vec<u64>,
+    /// Server latency bound, in milliseconds.
+    #[arg(long, default_value_t = 100)]
+    server_latency_ms: u64,
+    /// Runs of each Offline and SingleStream setup (interleaved); the
+    /// median is reported.
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Round trips of the bare Name() probe.
+    #[arg(long, default_value_t = 20000)]
+    pings: usize,
+    /// A smoke run: 1 s runs, one repeat, two Server probes.
+    #[arg(long)]
+    quick: bool,
+}
+
+/// What the summary of one run says.
+#[derive(Clone, Copy, Debug)]
+struct Outcome {
+    valid: bool,
+    samples_per_s: f64,
+    p50_us: f64,
+    p99_us: f64,
+    mean_us: f64,
+}
+
+fn outcome(run: &LoadgenRun, rate_label: &str) -> Result<Outcome> {
+    run.expect_success()?;
+    let summary = run.summary()?;
+    let number = |label: &str| -> Result<f64> {
+        summary_value(&summary, label)
+            .with_context(|| format!("no {label:?} in the summary"))?
+            .parse::<f64>()
+            .with_context(|| format!("{label:?} is not a number"))
+    };
+    let result = summary_value(&summary, "Result is").context("no result in the summary")?;
+    Ok(Outcome {
+        valid: result == "VALID",
+        samples_per_s: number(rate_label)?,
+        p50_us: number("50.00 percentile latency (ns)")? / 1e3,
+        p99_us: number("99.00 percentile latency (ns)")? / 1e3,
+        mean_us: number("Mean latency (ns)")? / 1e3,
+    })
+}
+
+/// Where a run sends its queries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Target {
+    /// `--sut null` in the LoadGen node's process.
+    Null,
+    /// The synthetic backend in-process: the node's batcher without a
+    /// network.
+    InProcess,
+    /// Through the QDL.
+    Network(Setup),
+}
+
+impl Target {
+    fn label(self) -> &'static str {
+        match self {
+            Target::Null => "null SUT",
+            Target::InProcess => "synthetic in-process",
+            Target::Network(setup) => setup.name(),
+        }
+    }
+}
+
+struct Bench<'a> {
+    cli: &'a Cli,
+    dir: &'a Path,
+    clusters: BenchClusters,
+}
+
+impl Bench<'_> {
+    fn run(
+        &self,
+        target: Target,
+        scenario: &str,
+        conf: UserConf,
+        one_node: bool,
+    ) -> Result<Outcome> {
+        let run_dir = test_dir(&format!("wire-{scenario}"))?;
+        let conf = write_file(self.dir, "user.conf", &conf.to_string())?;
+        let mut args: Vec<String> = [
+            "--scenario",
+            scenario,
+            "--benchmark",
+            "null",
+            "--no-trace",
+            "--user-conf",
+            conf.to_str().context("utf-8 path")?,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        match target {
+            Target::Null => args.extend(["--sut".into(), "null".into()]),
+            Target::InProcess => args.extend(
+                [
+                    "--sut",
+                    "synthetic",
+                    "--synthetic-batch-cost-us",
+                    "0",
+                    "--synthetic-sample-cost-us",
+                    "0",
+                    "--synthetic-devices",
+                    "1",
+                ]
+                .map(String::from),
+            ),
+            Target::Network(setup) => {
+                let flags = self.clusters.flags(setup).context("a network setup")?;
+                args.extend(if one_node {
+                    only_first_node(flags)
+                } else {
+                    flags
+                });
+            }
+        }
+        let deadline = Duration::from_secs(self.cli.seconds * 6 + 60);
+        let run = loadgen(&run_dir, &args, deadline)?;
+        let rate = match scenario {
+            "Offline" => "Samples per second",
+            "Server" => "Completed samples per second",
+            _ => "QPS w/o loadgen overhead",
+        };
+        outcome(&run, rate)
+            .with_context(|| format!("{} {scenario} in {}", target.label(), run_dir.display()))
+    }
+}
+
+/// The `--sut-node` flags of the first node only (and the TLS flags).
+fn only_first_node(flags: Vec<String>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut nodes = 0;
+    let mut it = flags.into_iter();
+    while let Some(flag) = it.next() {
+        let value = it.next().unwrap_or_default();
+        if flag == "--sut-node" {
+            nodes += 1;
+            if nodes > 1 {
+                continue;
+            }
+        }
+        out.push(flag);
+        out.push(value);
+    }
+    out
+}
+
+fn main() -> ExitCode {
+    use clap::Parser;
+    let mut cli = Cli::parse();
+    if cli.quick {
+        cli.seconds = 1;
+        cli.repeat = 1;
+        cli.pings = 2000;
+        cli.server_qps.truncate(2);
+    }
+    finish_benchmark("wire-bench", bench(&cli))
+}
+
+fn node_config() -> FileConfig {
+    FileConfig {
+        benchmark: Some("null".into()),
+        synthetic: SyntheticConfig {
+            batch_cost_us: 0,
+            sample_cost_us: 0,
+            devices: 1,
+            ..SyntheticConfig::default()
+        },
+        ..FileConfig::default()
+    }
+}
+
+fn bench(cli: &Cli) -> Result<String> {
+    if cli.repeat == 0 || cli.server_qps.is_empty() || cli.seconds == 0 {
+        bail!("--repeat, --seconds and --server-qps need at least one");
+    }
+    loadgen_node_bin()?;
+    let dir = test_dir("wire-bench")?;
+    let clusters = BenchClusters::start(&dir, &["wire-a", "wire-b"], &node_config(), &[])?;
+    let bench = Bench {
+        cli,
+        dir: &dir,
+        clusters,
+    };
+    let network = [Setup::Grpc, Setup::Quic];
+    let ms = cli.seconds * 1000;
+
+    // Server: ascending probes until one is INVALID, per transport.
+    let mut highest: [Option<(u64, Outcome)>; 2] = [None, None];
+    let mut stopped = [false; 2];
+    let mut server_rows = String::new();
+    for &qps in &cli.server_qps {
+        let mut cells = Vec::new();
+        for (i, setup) in network.iter().enumerate() {
+            if stopped[i] {
+                cells.push("—".to_string());
+                continue;
+            }
+            eprintln!("wire-bench: Server {qps} QPS over {}", setup.name());
+            let conf = UserConf::new()
+                .set("*.Server.target_qps", qps)
+                .set("*.Server.target_latency", cli.server_latency_ms)
+                .set("*.Server.min_duration", ms)
+                .set("*.Server.min_query_count", 1);
+            let o = bench.run(Target::Network(*setup), "Server", conf, false)?;
+            cells.push(format!(
+                "{} ({:.0}/s, p99 {:.1} ms)",
+                if o.valid { "VALID" } else { "INVALID" },
+                o.samples_per_s,
+                o.p99_us / 1e3
+            ));
+            if o.valid {
+                highest[i] = Some((qps, o));
+            } else {
+                stopped[i] = true;
+            }
+        }
+        writeln!(server_rows, "| {qps} | {} | {} |", cells[0], cells[1])?;
+        if stopped.iter().all(|s| *s) {
+            break;
+        }
+    }
+
+    // Offline and SingleStream, interleaved repeats.
+    let offline_conf = UserConf::new()
+        .set("*.Offline.target_qps", 3_000_000)
+        .set("*.Offline.min_duration", ms)
+        .set("*.Offline.min_query_count", 1);
+    // A fixed number of queries for every target (the null SUT would
+    // need millions to fill a duration).
+    let single_conf = UserConf::new()
+        .set("*.SingleStream.target_latency", 1)
+        .set("*.SingleStream.min_duration", 0)
+        .set("*.SingleStream.min_query_count", cli.seconds * 10_000);
+    let single_targets = [
+        Target::Null,
+        Target::InProcess,
+        Target::Network(Setup::Grpc),
+        Target::Network(Setup::Quic),
+    ];
+    let mut offline: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let mut single: Vec<Vec<Outcome>> = vec![Vec::new(); single_targets.len()];
+    for round in 0..cli.repeat {
+        for (i, setup) in network.iter().enumerate() {
+            eprintln!(
+                "wire-bench: Offline over {} ({}/{})",
+                setup.name(),
+                round + 1,
+                cli.repeat
+            );
+            let o = bench.run(
+                Target::Network(*setup),
+                "Offline",
+                offline_conf.clone(),
+                false,
+            )?;
+            offline[i].push(o.samples_per_s);
+        }
+        for (i, target) in single_targets.iter().enumerate() {
+            eprintln!(
+                "wire-bench: SingleStream {} ({}/{})",
+                target.label(),
+                round + 1,
+                cli.repeat
+            );
+            single[i].push(bench.run(*target, "SingleStream", single_conf.clone(), true)?);
+        }
+    }
+    let med = |runs: &[Outcome], f: fn(&Outcome) -> f64| -> f64 {
+        median(&runs.iter().map(f).collect::<Vec<_>>())
+    };
+    let single_med: Vec<[f64; 3]> = single
+        .iter()
+        .map(|runs| {
+            [
+                med(runs, |o| o.p50_us),
+                med(runs, |o| o.p99_us),
+                med(runs, |o| o.mean_us),
+            ]
+        })
+        .collect();
+
+    // Bare round trips: Name() from this process, no LoadGen, no batcher.
+    let pings = ping_both(&bench.clusters, cli.pings)?;
+
+    let mut out = String::new();
+    writeln!(
+        out,
+        "Two sut-nodes per transport (one for SingleStream), synthetic backend at zero cost, \
+         4-byte samples (`--benchmark null`), loopback; Server probes {} s each with a {} ms \
+         bound; Offline {} s runs, SingleStream {} queries; median of {} runs.",
+        cli.seconds,
+        cli.server_latency_ms,
+        cli.seconds,
+        cli.seconds * 10_000,
+        cli.repeat
+    )?;
+    writeln!(out, "{}", machine_description())?;
+    writeln!(out)?;
+    let best_qps = |i: usize| highest[i].map_or(0, |(qps, _)| qps);
+    let best = |i: usize| highest[i].map_or(0.0, |(_, o)| o.samples_per_s);
+    let (grpc_qps, quic_qps) = (best_qps(0), best_qps(1));
+    let ss = &single_med;
+    writeln!(out, "| | gRPC | QUIC | QUIC / gRPC |")?;
+    writeln!(out, "|---|---|---|---|")?;
+    writeln!(
+        out,
+        "| highest VALID Server QPS probed | {grpc_qps} (completed {:.0}/s) | {quic_qps} (completed {:.0}/s) | {:.0} % |",
+        best(0),
+        best(1),
+        ratio(quic_qps as f64, grpc_qps as f64)
+    )?;
+    let (og, oq) = (median(&offline[0]), median(&offline[1]));
+    writeln!(
+        out,
+        "| Offline samples/s | {og:.0} | {oq:.0} | {:.0} % |",
+        ratio(oq, og)
+    )?;
+    for (label, k) in [("p50", 0), ("p99", 1), ("mean", 2)] {
+        writeln!(
+            out,
+            "| SingleStream {label} (µs), above the null SUT's {:.2} | {:.1} (+{:.1}) | {:.1} (+{:.1}) | |",
+            ss[0][k],
+            ss[2][k],
+            ss[2][k] - ss[0][k],
+            ss[3][k],
+            ss[3][k] - ss[0][k]
+        )?;
+    }
+    writeln!(out)?;
+    writeln!(out, "Server probes:")?;
+    writeln!(out)?;
+    writeln!(out, "| target QPS | gRPC | QUIC |")?;
+    writeln!(out, "|---|---|---|")?;
+    out.push_str(&server_rows);
+    writeln!(out)?;
+    writeln!(
+        out,
+        "Where a SingleStream query's time goes (p50 / p99, µs):"
+    )?;
+    writeln!(out)?;
+    writeln!(out, "| step | gRPC | QUIC |")?;
+    writeln!(out, "|---|---|---|")?;
+    writeln!(
+        out,
+        "| LoadGen + null SUT (issue and complete) | {:.1} / {:.1} | same |",
+        ss[0][0], ss[0][1]
+    )?;
+    writeln!(
+        out,
+        "| + the node's batcher and device thread, in-process | {:.1} / {:.1} | same |",
+        ss[1][0] - ss[0][0],
+        ss[1][1] - ss[0][1]
+    )?;
+    writeln!(
+        out,
+        "| a bare Name() round trip (client, kernel, node's server) | {:.1} / {:.1} | {:.1} / {:.1} |",
+        pings[0].0, pings[0].1, pings[1].0, pings[1].1
+    )?;
+    writeln!(
+        out,
+        "| the rest: LoadGen ↔ QDL hand-offs, the query path in the node | {:.1} / {:.1} | {:.1} / {:.1} |",
+        ss[2][0] - ss[1][0] - pings[0].0,
+        ss[2][1] - ss[1][1] - pings[0].1,
+        ss[3][0] - ss[1][0] - pings[1].0,
+        ss[3][1] - ss[1][1] - pings[1].1
+    )?;
+    writeln!(
+        out,
+        "| whole path through the QDL | {:.1} / {:.1} | {:.1} / {:.1} |",
+        ss[2][0], ss[2][1], ss[3][0], ss[3][1]
+    )?;
+    Ok(out)
+}
+
+fn ratio(part: f64, whole: f64) -> f64 {
+    if whole > 0.0 {
+        part / whole * 100.0
+    } else {
+        f64::NAN
+    }
+}
+
+/// p50 and p99 of `count` Name() round trips to the first node of each
+/// transport, in µs: [gRPC, QUIC].
+fn ping_both(clusters: &BenchClusters, count: usize) -> Result<[(f64, f64); 2]> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let grpc_node = &clusters.cluster(Setup::Grpc).nodes[0];
+        let quic_node = &clusters.cluster(Setup::Quic).nodes[0];
+        Ok([
+            percentiles(ping_grpc(grpc_node, count).await?),
+            percentiles(ping_quic(quic_node, count).await?),
+        ])
+    })
+}
+
+async fn ping_grpc(node: &NodeProcess, count: usize) -> Result<Vec<Duration>> {
+    let client = grpc_client(node, ClientCert::None).await?;
+    let mut times = Vec::with_capacity(count);
+    for _ in 0..count {
+        let request = pb::NameRequest {
+            protocol_version: netdiv_proto::PROTOCOL_VERSION,
+        };
+        let started = Instant::now();
+        client.clone().name(versioned(request)).await?;
+        times.push(started.elapsed());
+    }
+    Ok(times)
+}
+
+async fn ping_quic(node: &NodeProcess, count: usize) -> Result<Vec<Duration>> {
+    let conn = quic_connect(node, ClientCert::None, netdiv_proto::ALPN).await?;
+    let mut times = Vec::with_capacity(count);
+    for _ in 0..count {
+        let request = pb::NameRequest {
+            protocol_version: netdiv_proto::PROTOCOL_VERSION,
+        };
+        let started = Instant::now();
+        quic_request(&conn, quic_request::Kind::Name(request)).await?;
+        times.push(started.elapsed());
+    }
+    Ok(times)
+}
+
+fn percentiles(mut times: Vec<Duration>) -> (f64, f64) {
+    times.sort();
+    let at = |q: f64| {
+        let i = ((times.len() as f64 * q) as usize).min(times.len().saturating_sub(1));
+        times.get(i).map_or(f64::NAN, |d| d.as_secs_f64() * 1e6)
+    };
+    (at(0.5), at(0.99))
+}
