@@ -39,6 +39,27 @@ fn ip(args: &[&str]) -> Result<()> {
     Ok(())
 }
 
+/// Runs `tc ARGS`, inside namespace `netns` when given.
+fn tc(args: &[String], netns: Option<&str>) -> Result<()> {
+    let mut command = match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, "tc"]);
+            c
+        }
+        None => Command::new("tc"),
+    };
+    let out = command.args(args).output().context("cannot run tc")?;
+    if !out.status.success() {
+        bail!(
+            "tc {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
 /// A network namespace with a veth link to this one.
 pub struct Netns {
     /// The namespace's name.
@@ -48,6 +69,7 @@ pub struct Netns {
     /// The address of this namespace's end.
     host_addr: String,
     host_link: String,
+    ns_link: String,
 }
 
 impl Netns {
@@ -74,6 +96,7 @@ impl Netns {
             address: address.clone(),
             host_addr: host_addr.clone(),
             host_link: host_link.clone(),
+            ns_link: ns_link.clone(),
         };
         ip(&[
             "link", "add", &host_link, "type", "veth", "peer", "name", &ns_link,
@@ -102,10 +125,47 @@ impl Netns {
 
     /// Starts a sut-node inside the namespace, listening on its address.
     pub fn start_node(&self, name: &str, args: &[&str]) -> Result<NodeProcess> {
+        self.start_node_tls(name, None, args)
+    }
+
+    /// [`Netns::start_node`] with `--dev-tls certs` when given (QUIC).
+    pub fn start_node_tls(
+        &self,
+        name: &str,
+        certs: Option<&Path>,
+        args: &[&str],
+    ) -> Result<NodeProcess> {
         let listen = format!("{}:0", self.address);
         let mut all = vec!["--listen", listen.as_str()];
         all.extend_from_slice(args);
-        NodeProcess::start_with(name, None, &all, Some(Path::new(&self.name)))
+        NodeProcess::start_with(name, certs, &all, Some(Path::new(&self.name)))
+    }
+
+    /// Shapes both directions of the link to `mbit` Mbit/s with a token
+    /// bucket (`tc qdisc ... tbf`): a burst of 1 ms at that rate (at least
+    /// 64 KiB, so a GSO packet fits) and a queue of 20 ms, so a sender
+    /// that outruns the rate waits instead of losing packets.
+    pub fn shape(&self, mbit: u64) -> Result<()> {
+        let burst = (mbit * 1_000_000 / 8 / 1000).max(64 << 10).to_string();
+        let rate = format!("{mbit}mbit");
+        let args = |dev: &str| {
+            vec![
+                "qdisc".to_string(),
+                "replace".into(),
+                "dev".into(),
+                dev.into(),
+                "root".into(),
+                "tbf".into(),
+                "rate".into(),
+                rate.clone(),
+                "burst".into(),
+                burst.clone(),
+                "latency".into(),
+                "20ms".into(),
+            ]
+        };
+        tc(&args(&self.host_link), None)?;
+        tc(&args(&self.ns_link), Some(&self.name))
     }
 }
 

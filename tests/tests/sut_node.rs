@@ -424,6 +424,94 @@ async fn malformed_quic_frames_and_corrupt_lz4_are_refused_per_stream() {
     );
 }
 
+/// A query stream carries many queries: each is answered on it, exactly
+/// once. A bad frame after good ones: the good ones are still answered,
+/// then an error frame ends the stream; a Name stream takes one frame.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quic_query_stream_carries_many_queries_and_a_bad_frame_ends_it_after_their_answers() {
+    let certs = test_dir("sut-certs").unwrap();
+    let node =
+        NodeProcess::start("lanes-a", Some(certs.path()), &["--benchmark", "resnet50"]).unwrap();
+    let conn = quic_connect(&node, ClientCert::None, netdiv_proto::ALPN)
+        .await
+        .unwrap();
+    let frame = |query: pb::Query| {
+        netdiv_proto::framing::encode(&pb::QuicRequest {
+            protocol_version: netdiv_proto::PROTOCOL_VERSION,
+            kind: Some(quic_request::Kind::Query(query)),
+        })
+    };
+    let completions_of = |responses: &[pb::QuicResponse]| -> Vec<pb::Completion> {
+        responses
+            .iter()
+            .filter_map(|r| match &r.kind {
+                Some(quic_response::Kind::Completions(b)) => Some(b.completions.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    };
+    // Ten queries of five samples on one stream.
+    let data = inputs(50, 3);
+    let mut bytes = Vec::new();
+    for q in 0..10 {
+        bytes.extend_from_slice(&frame(plain_query(
+            q,
+            100 + q * 5,
+            &data[q as usize * 5..][..5],
+        )));
+    }
+    let responses = quic_raw(&conn, &bytes).await.unwrap();
+    assert!(
+        responses
+            .iter()
+            .all(|r| matches!(r.kind, Some(quic_response::Kind::Completions(_)))),
+        "{responses:?}"
+    );
+    assert_outputs(&completions_of(&responses), &data, 100);
+
+    // Two good queries, then garbage: both answered, then the error.
+    let data = inputs(6, 4);
+    let mut bytes = frame(plain_query(20, 200, &data[..3])).to_vec();
+    bytes.extend_from_slice(&frame(plain_query(21, 203, &data[3..])));
+    bytes.extend_from_slice(&[0, 0, 0, 3, 0xff, 0xff, 0xff]);
+    let responses = quic_raw(&conn, &bytes).await.unwrap();
+    assert_outputs(&completions_of(&responses), &data, 200);
+    match responses.last().and_then(|r| r.kind.as_ref()) {
+        Some(quic_response::Kind::Error(e)) => {
+            assert!(e.contains("not a valid QuicRequest"), "{e}")
+        }
+        other => panic!("expected the error frame last, got {other:?}"),
+    }
+
+    // A query stream carries only queries; a Name stream only a Name.
+    let name = netdiv_proto::framing::encode(&pb::QuicRequest {
+        protocol_version: netdiv_proto::PROTOCOL_VERSION,
+        kind: Some(quic_request::Kind::Name(pb::NameRequest {
+            protocol_version: netdiv_proto::PROTOCOL_VERSION,
+        })),
+    });
+    let mut bytes = frame(plain_query(30, 300, &data[..1])).to_vec();
+    bytes.extend_from_slice(&name);
+    let responses = quic_raw(&conn, &bytes).await.unwrap();
+    assert_eq!(completions_of(&responses).len(), 1);
+    match responses.last().and_then(|r| r.kind.as_ref()) {
+        Some(quic_response::Kind::Error(e)) => assert!(e.contains("only queries"), "{e}"),
+        other => panic!("expected an error frame, got {other:?}"),
+    }
+    let mut bytes = name.to_vec();
+    bytes.extend_from_slice(&name);
+    match quic_raw(&conn, &bytes)
+        .await
+        .unwrap()
+        .first()
+        .and_then(|r| r.kind.as_ref())
+    {
+        Some(quic_response::Kind::Error(e)) => assert!(e.contains("more than one"), "{e}"),
+        other => panic!("expected an error frame, got {other:?}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mtls_refuses_clients_without_a_valid_certificate() {
     let certs = test_dir("sut-certs").unwrap();
