@@ -141,6 +141,14 @@ impl Netns {
         NodeProcess::start_with(name, certs, &all, Some(Path::new(&self.name)))
     }
 
+    /// Sets the MTU of both ends of the link (9000: jumbo frames, as data
+    /// centre fabrics run).
+    pub fn set_mtu(&self, mtu: u32) -> Result<()> {
+        let mtu = mtu.to_string();
+        ip(&["link", "set", &self.host_link, "mtu", &mtu])?;
+        ip(&["-n", &self.name, "link", "set", &self.ns_link, "mtu", &mtu])
+    }
+
     /// Shapes both directions of the link to `mbit` Mbit/s with a token
     /// bucket (`tc qdisc ... tbf`): a burst of 1 ms at that rate (at least
     /// 64 KiB, so a GSO packet fits) and a queue of 20 ms, so a sender
