@@ -9,6 +9,21 @@ use std::fmt;
 use anyhow::{Context, Result};
 use sut_node::config::FileConfig;
 
+/// A sut-node of `benchmark` with one synthetic device that costs nothing,
+/// so a benchmark measures the transport, not the backend.
+pub fn zero_cost_node(benchmark: &str) -> FileConfig {
+    FileConfig {
+        benchmark: Some(benchmark.into()),
+        synthetic: sut_node::backend::synthetic::SyntheticConfig {
+            batch_cost_us: 0,
+            sample_cost_us: 0,
+            devices: 1,
+            ..Default::default()
+        },
+        ..FileConfig::default()
+    }
+}
+
 /// A LoadGen `user.conf`: `key = value` lines, in the order keys were
 /// first set. Its [`Display`](fmt::Display) is the file's text.
 ///

@@ -21,14 +21,12 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use netdiv_tests::bench::{finish_benchmark, machine_description, median};
-use netdiv_tests::configs::{node_toml, UserConf};
+use netdiv_tests::configs::{node_toml, zero_cost_node, UserConf};
 use netdiv_tests::mlperf_logs::summary_value;
 use netdiv_tests::netns::{self, Netns};
 use netdiv_tests::network_run::{loadgen, LoadgenRun};
 use netdiv_tests::{loadgen_node_bin, test_dir, write_file};
 use serde_json::Value;
-use sut_node::backend::synthetic::SyntheticConfig;
-use sut_node::config::FileConfig;
 
 /// Bytes of one ResNet-50 input (224 x 224 x 3, uint8).
 const SAMPLE_BYTES: f64 = 150_528.0;
@@ -88,19 +86,6 @@ fn main() -> ExitCode {
     finish_benchmark("link-rate", bench(&cli))
 }
 
-fn node_config() -> FileConfig {
-    FileConfig {
-        benchmark: Some("resnet50".into()),
-        synthetic: SyntheticConfig {
-            batch_cost_us: 0,
-            sample_cost_us: 0,
-            devices: 1,
-            ..SyntheticConfig::default()
-        },
-        ..FileConfig::default()
-    }
-}
-
 fn bench(cli: &Cli) -> Result<String> {
     if !netns::available() {
         bail!("link-rate needs root and `ip netns` (network namespaces and tc)");
@@ -122,7 +107,11 @@ fn bench(cli: &Cli) -> Result<String> {
     let dir = test_dir("link-rate")?;
     let certs = dir.join("certs");
     sut_node::tls::dev_certificates(&certs, false)?;
-    let config = write_file(&dir, "sut-node.toml", &node_toml(&node_config())?)?;
+    let config = write_file(
+        &dir,
+        "sut-node.toml",
+        &node_toml(&zero_cost_node("resnet50"))?,
+    )?;
     let ns = Netns::create()?;
     ns.set_mtu(cli.mtu)?;
     let config = config.to_str().context("utf-8 path")?;

@@ -27,15 +27,13 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use netdiv_proto::pb::{self, quic_request};
 use netdiv_tests::bench::{finish_benchmark, machine_description, median};
-use netdiv_tests::configs::UserConf;
+use netdiv_tests::configs::{zero_cost_node, UserConf};
 use netdiv_tests::mlperf_logs::summary_value;
 use netdiv_tests::network_run::{loadgen, BenchClusters, LoadgenRun, Setup};
 use netdiv_tests::sut_client::{
     grpc_client, quic_connect, quic_request, versioned, ClientCert, NodeProcess,
 };
 use netdiv_tests::{loadgen_node_bin, test_dir, write_file};
-use sut_node::backend::synthetic::SyntheticConfig;
-use sut_node::config::FileConfig;
 
 /// Prints the wire-speed table of gRPC and QUIC. NETDIV_LOADGEN_NODE /
 /// NETDIV_SUT_NODE use prebuilt binaries.
@@ -218,19 +216,6 @@ fn main() -> ExitCode {
     finish_benchmark("wire-bench", bench(&cli))
 }
 
-fn node_config() -> FileConfig {
-    FileConfig {
-        benchmark: Some("null".into()),
-        synthetic: SyntheticConfig {
-            batch_cost_us: 0,
-            sample_cost_us: 0,
-            devices: 1,
-            ..SyntheticConfig::default()
-        },
-        ..FileConfig::default()
-    }
-}
-
 fn bench(cli: &Cli) -> Result<String> {
     if cli.repeat == 0 || cli.server_attempts == 0 || cli.server_qps.is_empty() || cli.seconds == 0
     {
@@ -238,7 +223,7 @@ fn bench(cli: &Cli) -> Result<String> {
     }
     loadgen_node_bin()?;
     let dir = test_dir("wire-bench")?;
-    let clusters = BenchClusters::start(&dir, &["wire-a", "wire-b"], &node_config(), &[])?;
+    let clusters = BenchClusters::start(&dir, &["wire-a", "wire-b"], &zero_cost_node("null"), &[])?;
     let bench = Bench {
         cli,
         dir: &dir,
