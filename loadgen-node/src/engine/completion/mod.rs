@@ -14,7 +14,10 @@ pub mod tokens;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How long the issuing thread spins for a completion before it parks.
+pub const SPIN_BEFORE_PARK: Duration = Duration::from_micros(200);
 
 /// The SUT gave up on the run (see [`Completer::abort`]); says why.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -238,13 +241,25 @@ impl SampleTable {
     }
 
     /// Blocks the issuing thread until `what` holds or the SUT aborts the
-    /// run. Spins briefly first: most waits are short.
+    /// run. Spins first, for up to [`SPIN_BEFORE_PARK`]: a SingleStream or
+    /// MultiStream query through the network comes back within about
+    /// that, and waking a parked thread costs 15-25 µs on a VM (a large
+    /// share of a query's latency there).
     pub fn wait(&self, what: WaitFor) -> Result<(), SutAborted> {
-        for _ in 0..2000 {
-            if self.is_satisfied(what) {
-                return Ok(());
+        let started = Instant::now();
+        'spin: loop {
+            for _ in 0..64 {
+                if self.is_satisfied(what) {
+                    return Ok(());
+                }
+                std::hint::spin_loop();
             }
-            std::hint::spin_loop();
+            if started.elapsed() >= SPIN_BEFORE_PARK || self.abort.get().is_some() {
+                break 'spin;
+            }
+            // A thread woken on this CPU (the QDL's I/O, a local node)
+            // runs at once instead of waiting for this one's time slice.
+            std::thread::yield_now();
         }
         // One thread issues and waits for the whole table.
         let _ = self.waiter.thread.set(std::thread::current());
@@ -259,7 +274,7 @@ impl SampleTable {
             // sees the flag or we see its completion.
             self.waiter.parked.store(true, Ordering::SeqCst);
             if !self.is_satisfied(what) && self.abort.get().is_none() {
-                std::thread::park_timeout(std::time::Duration::from_millis(50));
+                std::thread::park_timeout(Duration::from_millis(50));
             }
             self.waiter.parked.store(false, Ordering::SeqCst);
         }
