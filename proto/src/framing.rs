@@ -94,8 +94,11 @@ impl FrameDecoder {
     }
 }
 
-/// Decodes a frame's message.
-pub fn decode<M: Message + Default>(frame: &[u8], what: &'static str) -> Result<M, FrameError> {
+/// Decodes a frame's message. Given the frame as [`Bytes`], the message's
+/// `bytes` fields (sample data, outputs) share its buffer instead of being
+/// copied into an allocation each: with small samples, that allocation per
+/// sample was a tenth of a busy link's CPU.
+pub fn decode<M: Message + Default>(frame: impl Buf, what: &'static str) -> Result<M, FrameError> {
     M::decode(frame).map_err(|source| FrameError::Malformed { what, source })
 }
 
@@ -121,11 +124,11 @@ mod tests {
             d.push(&stream[..split]);
             let mut got = Vec::new();
             while let Some(f) = d.next_frame().unwrap() {
-                got.push(decode::<pb::NameResponse>(&f, "NameResponse").unwrap());
+                got.push(decode::<pb::NameResponse>(f, "NameResponse").unwrap());
             }
             d.push(&stream[split..]);
             while let Some(f) = d.next_frame().unwrap() {
-                got.push(decode::<pb::NameResponse>(&f, "NameResponse").unwrap());
+                got.push(decode::<pb::NameResponse>(f, "NameResponse").unwrap());
             }
             assert_eq!(got, vec![a.clone(), b.clone()]);
             d.finish().unwrap();
@@ -149,7 +152,7 @@ mod tests {
         assert_eq!(d.next_frame(), Ok(None));
         assert_eq!(d.finish(), Err(FrameError::Truncated { buffered: 6 }));
 
-        let err = decode::<pb::QuicRequest>(&[0xff, 0xff, 0xff], "QuicRequest").unwrap_err();
+        let err = decode::<pb::QuicRequest>(&[0xff_u8, 0xff, 0xff][..], "QuicRequest").unwrap_err();
         assert!(matches!(
             err,
             FrameError::Malformed {

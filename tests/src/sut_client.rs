@@ -209,7 +209,7 @@ pub async fn quic_raw(conn: &quinn::Connection, bytes: &[u8]) -> Result<Vec<pb::
     while let Some(chunk) = recv.read_chunk(1 << 20, true).await? {
         decoder.push(&chunk.bytes);
         while let Some(frame) = decoder.next_frame()? {
-            responses.push(framing::decode(&frame, "QuicResponse")?);
+            responses.push(framing::decode(frame, "QuicResponse")?);
         }
     }
     decoder.finish()?;

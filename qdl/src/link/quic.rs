@@ -148,7 +148,7 @@ impl QuicLink {
             call,
             got: "nothing",
         })?;
-        let response: pb::QuicResponse = framing::decode(&frame, "QuicResponse")?;
+        let response: pb::QuicResponse = framing::decode(frame, "QuicResponse")?;
         match response.kind {
             Some(quic_response::Kind::Error(reason)) => Err(LinkError::Refused { call, reason }),
             Some(kind) => Ok(kind),
@@ -341,7 +341,7 @@ async fn read_completions(
     while let Some(chunk) = recv.read_chunk(usize::MAX, true).await? {
         decoder.push(&chunk.bytes);
         while let Some(frame) = decoder.next_frame()? {
-            let response: pb::QuicResponse = framing::decode(&frame, "QuicResponse")?;
+            let response: pb::QuicResponse = framing::decode(frame, "QuicResponse")?;
             match response.kind {
                 Some(quic_response::Kind::Completions(batch)) => {
                     {

@@ -153,7 +153,7 @@ async fn next_frame(
     loop {
         if let Some(frame) = decoder.next_frame()? {
             return Ok(Some(framing::decode::<pb::QuicRequest>(
-                &frame,
+                frame,
                 "QuicRequest",
             )?));
         }
