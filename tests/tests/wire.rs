@@ -40,3 +40,51 @@ fn link_rate_smoke_fills_a_shaped_gigabit_link() -> Result<()> {
     }
     Ok(())
 }
+
+/// `wire-bench --quick`: both transports and the null SUT run, and every
+/// cell of its table is filled in (each transport's first Server probe has
+/// a verdict, Offline and SingleStream figures are numbers above zero).
+#[test]
+fn wire_bench_smoke_fills_its_table() -> Result<()> {
+    let out = Command::new(env!("CARGO_BIN_EXE_wire-bench"))
+        .arg("--quick")
+        .env("NETDIV_LOADGEN_NODE", netdiv_tests::loadgen_node_bin()?)
+        .env("NETDIV_SUT_NODE", netdiv_tests::sut_node_bin()?)
+        .output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        out.status.success(),
+        "wire-bench --quick failed:\n{stdout}\n{stderr}"
+    );
+    let cells = |prefix: &str| -> Result<Vec<String>> {
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .ok_or_else(|| anyhow::anyhow!("no row {prefix:?} in:\n{stdout}"))?;
+        Ok(row.split('|').map(|c| c.trim().to_string()).collect())
+    };
+    // Whether a probe is VALID depends on the machine's load; that each
+    // transport's probe ran and has a verdict does not.
+    let server = cells("| highest VALID Server QPS probed")?;
+    for cell in &server[2..4] {
+        let _: u64 = cell.split_whitespace().next().unwrap_or("").parse()?;
+    }
+    let probe = cells("| 100000 |")?;
+    for cell in &probe[2..4] {
+        ensure!(
+            cell.starts_with("VALID (") || cell.starts_with("INVALID ("),
+            "Server probe: {cell:?}\n{stdout}"
+        );
+    }
+    let offline = cells("| Offline samples/s")?;
+    for cell in &offline[2..4] {
+        ensure!(cell.parse::<f64>()? > 0.0, "Offline: {cell:?}\n{stdout}");
+    }
+    let p50 = cells("| SingleStream p50")?;
+    for cell in &p50[2..4] {
+        let us: f64 = cell.split_whitespace().next().unwrap_or("").parse()?;
+        ensure!(us > 0.0, "SingleStream p50: {cell:?}\n{stdout}");
+    }
+    Ok(())
+}
