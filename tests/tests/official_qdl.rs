@@ -157,10 +157,21 @@ fn compare(scenario: &str) -> Result<()> {
             "{scenario} under {engine}:\n{summary}"
         );
     }
-    let (ot, nt) = (throughput(&os, scenario)?, throughput(&ns, scenario)?);
+    let (mut ot, mut nt) = (throughput(&os, scenario)?, throughput(&ns, scenario)?);
+    let apart = |ot: f64, nt: f64| (ot - nt).abs() / ot.max(nt) > 0.05;
+    if apart(ot, nt) {
+        // The two runs follow each other on a shared machine, and one of
+        // them can be slowed by a neighbour; a real gap shows again.
+        let again = dir.join("again");
+        std::fs::create_dir_all(&again)?;
+        let official = run_engine(&program, &again, "official", scenario, &cluster)?;
+        let ours = run_engine(&program, &again, "netdiv", scenario, &cluster)?;
+        ot = throughput(&official.summary()?, scenario)?;
+        nt = throughput(&ours.summary()?, scenario)?;
+    }
     ensure!(
-        (ot - nt).abs() / ot.max(nt) <= 0.05,
-        "{scenario}: throughput {ot} (official) vs {nt} (netdiv) differ by more than 5 %"
+        !apart(ot, nt),
+        "{scenario}: throughput {ot} (official) vs {nt} (netdiv) differ by more than 5 %, twice"
     );
     let name = detail_value(&od, "sut_name")
         .and_then(|v| v.as_str())
