@@ -7,6 +7,23 @@ use anyhow::{ensure, Result};
 use netdiv_tests::netns;
 use netdiv_tests::prerequisites::skip_unless_ci;
 
+/// Runs a benchmark binary with `--quick` against the release nodes and
+/// returns its report; an error with its output if it failed.
+fn quick_run(program: &str) -> Result<String> {
+    let out = Command::new(program)
+        .arg("--quick")
+        .env("NETDIV_LOADGEN_NODE", netdiv_tests::loadgen_node_bin()?)
+        .env("NETDIV_SUT_NODE", netdiv_tests::sut_node_bin()?)
+        .output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        out.status.success(),
+        "{program} --quick failed:\n{stdout}\n{stderr}"
+    );
+    Ok(stdout)
+}
+
 /// `link-rate --quick`: a sut-node in its own namespace behind a veth
 /// shaped to 1 Gbit/s; both transports must deliver at least 80 % of the
 /// rate in sample bytes, and no more than the link can carry (the shaping
@@ -16,17 +33,7 @@ fn link_rate_smoke_fills_a_shaped_gigabit_link() -> Result<()> {
     if !netns::available() {
         return skip_unless_ci("root, `ip netns` and `tc` (a shaped veth link)");
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_link-rate"))
-        .arg("--quick")
-        .env("NETDIV_LOADGEN_NODE", netdiv_tests::loadgen_node_bin()?)
-        .env("NETDIV_SUT_NODE", netdiv_tests::sut_node_bin()?)
-        .output()?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    ensure!(
-        out.status.success(),
-        "link-rate --quick failed:\n{stdout}\n{stderr}"
-    );
+    let stdout = quick_run(env!("CARGO_BIN_EXE_link-rate"))?;
     for transport in ["grpc", "quic"] {
         let row = stdout
             .lines()
@@ -46,17 +53,7 @@ fn link_rate_smoke_fills_a_shaped_gigabit_link() -> Result<()> {
 /// a verdict, Offline and SingleStream figures are numbers above zero).
 #[test]
 fn wire_bench_smoke_fills_its_table() -> Result<()> {
-    let out = Command::new(env!("CARGO_BIN_EXE_wire-bench"))
-        .arg("--quick")
-        .env("NETDIV_LOADGEN_NODE", netdiv_tests::loadgen_node_bin()?)
-        .env("NETDIV_SUT_NODE", netdiv_tests::sut_node_bin()?)
-        .output()?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    ensure!(
-        out.status.success(),
-        "wire-bench --quick failed:\n{stdout}\n{stderr}"
-    );
+    let stdout = quick_run(env!("CARGO_BIN_EXE_wire-bench"))?;
     let cells = |prefix: &str| -> Result<Vec<String>> {
         let row = stdout
             .lines()
