@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::llm::LlmConfig;
 use crate::backend::onnx::{OnnxConfig, Provider};
+use crate::backend::openai::api::EngineApi;
+use crate::backend::openai::OpenaiConfig;
 use crate::backend::synthetic::SyntheticConfig;
 use crate::backend::{BackendConfig, BackendKind};
 use crate::batcher::BatchPolicy;
@@ -111,6 +113,14 @@ pub struct Cli {
     /// LLM answers: longest, in tokens [default: the benchmark's].
     #[arg(long, value_name = "N", help_heading = LLM_FLAGS)]
     pub llm_output_tokens_max: Option<u32>,
+    /// A serving engine's base URL, e.g. http://127.0.0.1:8080 (implies
+    /// --backend openai; `[openai]` holds its other settings).
+    #[arg(long, value_name = "URL")]
+    pub engine_url: Option<String>,
+    /// Which engine answers at --engine-url [default: the config file's
+    /// `openai.api`, else llama.cpp].
+    #[arg(long, value_name = "ENGINE", value_parser = ["llama.cpp", "vllm", "sglang", "trtllm"])]
+    pub engine_api: Option<String>,
     /// TLS certificate chain (PEM); with --tls-key enables TLS on gRPC.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -149,6 +159,8 @@ pub struct FileConfig {
     pub llm: LlmConfig,
     /// The ONNX backend's model and hooks.
     pub onnx: OnnxConfig,
+    /// The serving engine of backend openai.
+    pub openai: OpenaiConfig,
     /// SUT-side batching.
     pub batching: BatchPolicy,
 }
@@ -187,6 +199,7 @@ impl FileConfig {
             synthetic: self.synthetic.clone(),
             llm: self.llm.clone(),
             onnx: self.onnx.clone(),
+            openai: self.openai.clone(),
         }
     }
 }
@@ -252,6 +265,21 @@ impl NodeConfig {
             backend.onnx.execution_provider = provider;
         }
         apply_llm_flags(&cli, &mut backend.llm);
+        if let Some(url) = &cli.engine_url {
+            if cli.backend.is_some_and(|b| b != BackendKind::Openai) {
+                bail!("--engine-url needs --backend openai");
+            }
+            backend.kind = BackendKind::Openai;
+            backend.openai.url = Some(url.clone());
+        }
+        if let Some(api) = &cli.engine_api {
+            backend.openai.api = match api.as_str() {
+                "vllm" => EngineApi::Vllm,
+                "sglang" => EngineApi::Sglang,
+                "trtllm" => EngineApi::Trtllm,
+                _ => EngineApi::LlamaCpp,
+            };
+        }
         backend.check(&benchmark)?;
         let mut batching = file.batching;
         if let Some(n) = cli.max_batch_size {

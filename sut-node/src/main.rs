@@ -8,6 +8,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use netdiv_proto::transport::{NODE_DRAIN_TIMEOUT, NODE_SERVER_CLOSE_TIMEOUT};
+use sut_node::backend::NodeBackend;
 use sut_node::config::{Cli, NodeConfig, Transport};
 use sut_node::node::{Node, NodeSettings};
 use sut_node::server::{grpc, quic};
@@ -89,19 +90,28 @@ async fn run(cli: Cli) -> Result<()> {
     let mut stop = StopSignals::install()?;
     let config = NodeConfig::from_cli(cli)?;
     let tls = tls_files(&config.cli)?;
-    let node = Node::from_config(
-        NodeSettings {
-            name: config.cli.name.clone(),
-            benchmark: config.benchmark,
-            response_codec: config.response_codec,
-            max_sample_bytes: config.max_sample_bytes,
-            batching: config.batching,
-        },
-        &config.backend,
-    )?;
+    let settings = NodeSettings {
+        name: config.cli.name.clone(),
+        benchmark: config.benchmark,
+        response_codec: config.response_codec,
+        max_sample_bytes: config.max_sample_bytes,
+        batching: config.batching,
+    };
+    // A serving engine may take minutes to load its model: wait for it
+    // off the runtime's threads, and let a stop signal end the wait.
+    let backend = config.backend.clone();
+    let starting = tokio::task::spawn_blocking(move || Node::from_config(settings, &backend));
+    let node = tokio::select! {
+        node = starting => node.context("starting the node")??,
+        _ = stop.recv() => bail!("stopped while the backend was starting"),
+    };
     let servers = start_servers(&config, tls.as_ref(), &node).await?;
     report_ready(&config, tls.as_ref(), &node, &servers)?;
+    let engine_health = watch_engine_health(&node, servers.health.clone());
     stop.recv().await;
+    if let Some(task) = engine_health {
+        task.abort();
+    }
     drain_and_close(&node, servers).await;
     eprintln!("sut-node {}: stopped", node.settings().name);
     Ok(())
@@ -146,6 +156,47 @@ async fn start_servers(
             .await;
     }
     Ok(servers)
+}
+
+/// Time between two health checks of a serving engine.
+const ENGINE_HEALTH_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// For a serving engine: the node's health follows the engine's, checked
+/// every [`ENGINE_HEALTH_POLL`], and a change is logged.
+fn watch_engine_health(node: &Arc<Node>, health: HealthReporter) -> Option<JoinHandle<()>> {
+    let NodeBackend::Engine(engine) = node.backend().clone() else {
+        return None;
+    };
+    let name = node.settings().name.clone();
+    Some(tokio::spawn(async move {
+        let mut serving = true;
+        loop {
+            tokio::time::sleep(ENGINE_HEALTH_POLL).await;
+            let probe = engine.clone();
+            let healthy = engine
+                .client()
+                .spawn(async move { probe.client().healthy().await })
+                .await
+                .unwrap_or(false);
+            if healthy != serving {
+                serving = healthy;
+                eprintln!(
+                    "sut-node {name}: the serving engine is {}",
+                    if healthy {
+                        "healthy again"
+                    } else {
+                        "not answering /health"
+                    }
+                );
+                let status = if healthy {
+                    ServingStatus::Serving
+                } else {
+                    ServingStatus::NotServing
+                };
+                health.set_service_status(HEALTH_SERVICE, status).await;
+            }
+        }
+    }))
 }
 
 /// The addresses on stdout (scripts read them) and READY=1 to systemd.

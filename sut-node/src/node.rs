@@ -20,6 +20,7 @@ use tokio::sync::{mpsc::UnboundedSender, watch};
 
 use crate::backend::llm::driver::{run_device, SequenceSource, TokenEvent};
 use crate::backend::llm::LlmBackend;
+use crate::backend::openai::{driver as engine_driver, OpenaiBackend};
 use crate::backend::{Backend, BackendConfig, BackendError, NodeBackend};
 use crate::batcher::BatchPolicy;
 
@@ -124,6 +125,9 @@ impl Node {
                     .spawn(move || match node.backend.clone() {
                         NodeBackend::Batch(backend) => node.device_loop(&*backend, device, &rx),
                         NodeBackend::Tokens(llm) => node.token_device_loop(&llm, &rx),
+                        NodeBackend::Engine(engine) => {
+                            Node::engine_device_loop(&node, &engine, &rx)
+                        }
                     })
                     .expect("spawn device thread")
             })
@@ -135,6 +139,11 @@ impl Node {
     /// What the node was started with.
     pub fn settings(&self) -> &NodeSettings {
         &self.settings
+    }
+
+    /// What runs the model.
+    pub fn backend(&self) -> &NodeBackend {
+        &self.backend
     }
 
     fn device_loop(
@@ -182,42 +191,67 @@ impl Node {
             llm,
             &mut source,
             |w: &WorkItem| &w.data[..],
-            |event| match event {
-                TokenEvent::FirstToken { item, token } => {
-                    let _ = item
-                        .reply
-                        .send(first_token_message(item.response_id, token));
-                }
-                TokenEvent::Done {
-                    item,
-                    tokens,
-                    n_tokens,
-                } => {
-                    let reply = token_completion(
-                        item.response_id,
-                        &tokens,
-                        self.settings.response_codec,
-                        n_tokens as i64,
-                    );
-                    let _ = item.reply.send(reply);
-                    self.samples_run.fetch_add(1, Ordering::Relaxed);
-                    self.finish_one();
-                }
-                TokenEvent::Failed { item, error } => {
-                    let message = format!("sample {}: {error}", item.response_id);
-                    eprintln!("sut-node {}: {message}", self.settings.name);
-                    let _ = item
-                        .reply
-                        .send(failed_completion(item.response_id, message));
-                    self.finish_one();
-                }
-                TokenEvent::Step { sequences } => {
-                    self.batches_run.fetch_add(1, Ordering::Relaxed);
-                    self.largest_batch
-                        .fetch_max(sequences as u32, Ordering::Relaxed);
-                }
-            },
+            |event| self.token_event(event),
         );
+    }
+
+    /// The device of a serving engine: a request per sample, its first
+    /// token and completion sent as the engine streams them.
+    fn engine_device_loop(
+        node: &Arc<Node>,
+        engine: &Arc<OpenaiBackend>,
+        rx: &Mutex<mpsc::Receiver<WorkItem>>,
+    ) {
+        let mut source = SharedQueue {
+            queue: rx,
+            stopped: &node.stopped,
+        };
+        let sink_node = node.clone();
+        engine_driver::run_device(
+            engine,
+            &mut source,
+            |w: &WorkItem| &w.data[..],
+            Arc::new(move |event| sink_node.token_event(event)),
+        );
+    }
+
+    /// Sends what a token device produced to the sample's connection.
+    fn token_event(&self, event: TokenEvent<'_, WorkItem>) {
+        match event {
+            TokenEvent::FirstToken { item, token } => {
+                let _ = item
+                    .reply
+                    .send(first_token_message(item.response_id, token));
+            }
+            TokenEvent::Done {
+                item,
+                tokens,
+                n_tokens,
+            } => {
+                let reply = token_completion(
+                    item.response_id,
+                    &tokens,
+                    self.settings.response_codec,
+                    n_tokens as i64,
+                );
+                let _ = item.reply.send(reply);
+                self.samples_run.fetch_add(1, Ordering::Relaxed);
+                self.finish_one();
+            }
+            TokenEvent::Failed { item, error } => {
+                let message = format!("sample {}: {error}", item.response_id);
+                eprintln!("sut-node {}: {message}", self.settings.name);
+                let _ = item
+                    .reply
+                    .send(failed_completion(item.response_id, message));
+                self.finish_one();
+            }
+            TokenEvent::Step { sequences } => {
+                self.batches_run.fetch_add(1, Ordering::Relaxed);
+                self.largest_batch
+                    .fetch_max(sequences as u32, Ordering::Relaxed);
+            }
+        }
     }
 
     fn count_batch(&self, samples: usize) {
@@ -241,6 +275,7 @@ impl Node {
     pub fn submit_query(&self, query: pb::Query, reply: &ReplyTo) -> usize {
         let count = query.samples.len();
         let queue = self.queue.lock().expect("queue").clone();
+        let capacity = self.capacity();
         for sample in query.samples {
             let id = sample.response_id;
             let Some(queue) = queue
@@ -250,6 +285,13 @@ impl Node {
                 let _ = reply.send(declined_completion(id, "node is shutting down"));
                 continue;
             };
+            if self.in_flight.load(Ordering::Acquire) >= capacity {
+                let _ = reply.send(declined_completion(
+                    id,
+                    format!("node is full: it holds {capacity} samples, its limit"),
+                ));
+                continue;
+            }
             match accept_sample(
                 sample,
                 &self.settings.benchmark,
@@ -277,6 +319,16 @@ impl Node {
             }
         }
         count
+    }
+
+    /// Samples the node holds at most before it declines more: a serving
+    /// engine's open and waiting requests; unlimited otherwise (the QDL's
+    /// window bounds them).
+    fn capacity(&self) -> u64 {
+        match &self.backend {
+            NodeBackend::Engine(engine) => engine.capacity(),
+            _ => u64::MAX,
+        }
     }
 
     /// Stops taking new samples; those already queued still run.
@@ -314,6 +366,7 @@ impl Node {
         let (max_batch_size, max_batch_wait_us) = match &self.backend {
             NodeBackend::Batch(_) => (s.batching.max_batch_size, s.batching.max_wait_us),
             NodeBackend::Tokens(llm) => (llm.config().max_sequences, 0),
+            NodeBackend::Engine(engine) => (engine.config().max_in_flight, 0),
         };
         pb::NodeInfo {
             name: s.name.clone(),

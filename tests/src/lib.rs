@@ -19,6 +19,9 @@
 //!   as real processes;
 //! * [`sut_client`]: a `sut-node` process and minimal gRPC and QUIC
 //!   clients of it;
+//! * [`llama`]: a real llama.cpp server and tiny model for the openai
+//!   backend, and [`misbehaving_engine`], a test-only engine that breaks
+//!   its streams on purpose;
 //! * [`bench`](mod@bench): what the benchmark binaries share;
 //! * [`text`]: the end of an output for a message, and an edit that must
 //!   match exactly once.
@@ -32,6 +35,8 @@ pub mod binaries;
 pub mod configs;
 pub mod engines;
 pub mod files;
+pub mod llama;
+pub mod misbehaving_engine;
 pub mod mlperf_logs;
 pub mod netns;
 pub mod network_run;

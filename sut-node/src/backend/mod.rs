@@ -1,11 +1,13 @@
 //! Accelerator backends. A batch backend takes a batch of decoded inputs
 //! and gives one output (or a per-sample error) per input; the synthetic
-//! LLM backend ([`llm`]) instead streams each sample's tokens, for the
-//! benchmarks that measure token latencies. Backends run on the node's
-//! device threads; they know nothing of transports or batching policy.
+//! LLM backend ([`llm`]) and a serving engine over HTTP ([`openai`])
+//! instead stream each sample's tokens, for the benchmarks that measure
+//! token latencies. Backends run on the node's device threads; they know
+//! nothing of transports or batching policy.
 
 pub mod llm;
 pub mod onnx;
+pub mod openai;
 pub mod prepost;
 pub mod synthetic;
 
@@ -16,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use self::llm::{LlmBackend, LlmConfig, LlmConfigError};
 use self::onnx::{OnnxBackend, OnnxConfig, OnnxError};
+use self::openai::{OpenaiBackend, OpenaiConfig, OpenaiError};
 use self::synthetic::{SyntheticBackend, SyntheticConfig};
 
 /// What runs the model, a batch at a time.
@@ -45,6 +48,10 @@ pub enum BackendKind {
     /// An ONNX model run by ONNX Runtime (CUDA or CPU); whole samples
     /// only, so not for benchmarks with token latencies.
     Onnx,
+    /// A serving engine on the node's host, over HTTP (`[openai]`):
+    /// llama.cpp, vLLM or SGLang; token-id prompts with token latencies
+    /// only.
+    Openai,
 }
 
 impl BackendKind {
@@ -54,6 +61,7 @@ impl BackendKind {
             BackendKind::Synthetic => "synthetic",
             BackendKind::SyntheticLlm => llm::KIND,
             BackendKind::Onnx => "onnx",
+            BackendKind::Openai => openai::KIND,
         }
     }
 }
@@ -69,6 +77,8 @@ pub struct BackendConfig {
     pub llm: LlmConfig,
     /// The ONNX backend's settings.
     pub onnx: OnnxConfig,
+    /// The serving engine's address and request settings.
+    pub openai: OpenaiConfig,
 }
 
 /// A started backend, as the node runs it.
@@ -78,6 +88,8 @@ pub enum NodeBackend {
     Batch(Arc<dyn Backend>),
     /// Tokens streamed per sample: a first token, then the completion.
     Tokens(Arc<LlmBackend>),
+    /// Tokens streamed per sample by a serving engine.
+    Engine(Arc<OpenaiBackend>),
 }
 
 impl std::fmt::Debug for NodeBackend {
@@ -92,6 +104,7 @@ impl NodeBackend {
         match self {
             NodeBackend::Batch(b) => b.kind(),
             NodeBackend::Tokens(_) => llm::KIND,
+            NodeBackend::Engine(_) => openai::KIND,
         }
     }
 
@@ -100,6 +113,7 @@ impl NodeBackend {
         match self {
             NodeBackend::Batch(b) => b.detail(),
             NodeBackend::Tokens(b) => b.detail(),
+            NodeBackend::Engine(b) => b.detail(),
         }
     }
 
@@ -108,6 +122,8 @@ impl NodeBackend {
         match self {
             NodeBackend::Batch(b) => b.devices(),
             NodeBackend::Tokens(b) => b.devices(),
+            // One thread feeds the engine; its requests run concurrently.
+            NodeBackend::Engine(_) => 1,
         }
     }
 
@@ -115,17 +131,21 @@ impl NodeBackend {
     /// streamed tokens exactly for benchmarks with token latencies, from
     /// an LLM backend built for that benchmark.
     pub fn check_benchmark(&self, benchmark: &Benchmark) -> Result<(), BackendError> {
-        let streams = matches!(self, NodeBackend::Tokens(_));
+        let streams = !matches!(self, NodeBackend::Batch(_));
         pairing(self.kind(), streams, benchmark)?;
-        match self {
-            NodeBackend::Tokens(llm) if !llm.benchmark().same_benchmark(benchmark) => {
-                Err(LlmConfigError::OtherBenchmark {
-                    node: benchmark.to_string(),
-                    backend: llm.benchmark().to_string(),
-                }
-                .into())
+        let built_for = match self {
+            NodeBackend::Tokens(llm) => llm.benchmark(),
+            NodeBackend::Engine(engine) => engine.benchmark(),
+            NodeBackend::Batch(_) => return Ok(()),
+        };
+        if built_for.same_benchmark(benchmark) {
+            Ok(())
+        } else {
+            Err(LlmConfigError::OtherBenchmark {
+                node: benchmark.to_string(),
+                backend: built_for.to_string(),
             }
-            _ => Ok(()),
+            .into())
         }
     }
 }
@@ -139,6 +159,9 @@ pub enum BackendError {
     /// The `[llm]` settings cannot run.
     #[error(transparent)]
     Llm(#[from] LlmConfigError),
+    /// The serving engine cannot be used.
+    #[error(transparent)]
+    Openai(#[from] OpenaiError),
     /// A benchmark with token latencies and a backend that answers whole
     /// samples only.
     #[error(
@@ -195,6 +218,7 @@ impl BackendConfig {
         Ok(match self.kind {
             BackendKind::Synthetic => Arc::new(SyntheticBackend::new(self.synthetic.clone())),
             BackendKind::SyntheticLlm => return Err(BackendError::StreamsTokens(llm::KIND)),
+            BackendKind::Openai => return Err(BackendError::StreamsTokens(openai::KIND)),
             BackendKind::Onnx => Arc::new(OnnxBackend::load(&self.onnx)?),
         })
     }
@@ -203,7 +227,7 @@ impl BackendConfig {
     /// and `synthetic` for benchmarks with token latencies.
     pub fn streams_tokens(&self, benchmark: &Benchmark) -> bool {
         match self.kind {
-            BackendKind::SyntheticLlm => true,
+            BackendKind::SyntheticLlm | BackendKind::Openai => true,
             BackendKind::Synthetic => benchmark.uses_token_latencies(),
             BackendKind::Onnx => false,
         }
@@ -212,7 +236,9 @@ impl BackendConfig {
     /// Checks, without starting anything, that this backend can serve
     /// `benchmark` (see [`BackendConfig::build_for`]).
     pub fn check(&self, benchmark: &Benchmark) -> Result<(), BackendError> {
-        if self.paired_streaming(benchmark)? {
+        if self.kind == BackendKind::Openai {
+            self.openai.check(benchmark)?;
+        } else if self.paired_streaming(benchmark)? {
             LlmBackend::new(self.llm.clone(), benchmark)?;
         }
         Ok(())
@@ -223,7 +249,10 @@ impl BackendConfig {
     /// that error comes first).
     fn paired_streaming(&self, benchmark: &Benchmark) -> Result<bool, BackendError> {
         let streams = self.streams_tokens(benchmark);
-        let kind = if streams { llm::KIND } else { self.kind.name() };
+        let kind = match self.kind {
+            BackendKind::Synthetic if streams => llm::KIND,
+            kind => kind.name(),
+        };
         pairing(kind, streams, benchmark)?;
         Ok(streams)
     }
@@ -232,7 +261,14 @@ impl BackendConfig {
     /// LLM cost model for a benchmark with token latencies and the batch
     /// cost model otherwise; a streaming backend for a benchmark without
     /// token latencies, or a batch one (ONNX) for one with, is refused.
+    /// For `openai` it waits for the engine (blocking the calling thread,
+    /// up to `startup_timeout_s`) and probes it.
     pub fn build_for(&self, benchmark: &Benchmark) -> Result<NodeBackend, BackendError> {
+        if self.kind == BackendKind::Openai {
+            self.paired_streaming(benchmark)?;
+            let engine = OpenaiBackend::connect(self.openai.clone(), benchmark)?;
+            return Ok(NodeBackend::Engine(Arc::new(engine)));
+        }
         Ok(if self.paired_streaming(benchmark)? {
             NodeBackend::Tokens(Arc::new(LlmBackend::new(self.llm.clone(), benchmark)?))
         } else {
@@ -311,6 +347,7 @@ mod tests {
             BackendKind::Synthetic,
             BackendKind::SyntheticLlm,
             BackendKind::Onnx,
+            BackendKind::Openai,
         ] {
             #[derive(Serialize, Deserialize)]
             struct File {

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use super::scheduler::StepEvent;
-use super::{expected_tokens, InvalidPrompt, LlmBackend};
+use super::{expected_tokens, LlmBackend};
 use crate::backend::synthetic::wait_until;
 
 /// Where a device's samples come from.
@@ -45,12 +45,13 @@ pub enum TokenEvent<'a, T> {
         /// How many.
         n_tokens: usize,
     },
-    /// A sample whose input is not a prompt; it gets no first token.
+    /// A sample that cannot be answered (its input is not a prompt, the
+    /// engine failed); it gets no first token, or no more tokens.
     Failed {
         /// The sample.
         item: T,
         /// Why.
-        error: InvalidPrompt,
+        error: String,
     },
     /// A step ran, with this many sequences.
     Step {
@@ -140,7 +141,10 @@ fn admit<T>(
                 plan.output_tokens,
             );
         }
-        Err(error) => sink(TokenEvent::Failed { item, error }),
+        Err(error) => sink(TokenEvent::Failed {
+            item,
+            error: error.to_string(),
+        }),
     }
 }
 

@@ -227,6 +227,14 @@ pub enum InvalidPrompt {
         /// The configured element type.
         ids: &'static str,
     },
+    /// An id that is negative or too large for a vocabulary.
+    #[error("token id {id} at position {index} is not a vocabulary id")]
+    BadTokenId {
+        /// Its position in the prompt.
+        index: usize,
+        /// The id.
+        id: i64,
+    },
 }
 
 /// How a sample runs: its prompt length and its answer length.

@@ -1,0 +1,444 @@
+//! What each serving engine is sent and what it streams back: the request
+//! body for a token-id prompt, and the token ids in each server-sent event.
+//! Pure functions of JSON, so every engine's format is tested without it.
+//!
+//! Token ids, not text, travel both ways: the rules send token ids, and a
+//! text round trip through a tokenizer does not give them back exactly.
+//! Each engine has its own way to return them (docs/llm.md lists sources):
+//! * llama.cpp: its native `POST /completion`; each event's `tokens` holds
+//!   the new id, the last one has `stop: true` and `tokens_predicted`. A
+//!   token that ends inside a UTF-8 character is not streamed on its own
+//!   (its id never comes): the count is checked against
+//!   `tokens_predicted`.
+//! * vLLM: `POST /v1/completions`, `return_token_ids: true`; each event's
+//!   `choices[0].token_ids` holds the new ids, the last choice has a
+//!   `finish_reason`, then `data: [DONE]`.
+//! * TensorRT-LLM (`trtllm-serve`): `POST /v1/completions`, `detokenize:
+//!   false`; events as vLLM's (it refuses fields it does not know, so it
+//!   gets none of vLLM's).
+//! * SGLang: its native `POST /generate` with `input_ids`; each event's
+//!   `output_ids` holds every id so far (its default; a server started
+//!   with `--incremental-streaming-output` is not supported),
+//!   `meta_info.finish_reason` is set on the last, then `data: [DONE]`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// Which serving engine the node forwards to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub enum EngineApi {
+    /// llama.cpp's `llama-server`, native `/completion` endpoint.
+    #[default]
+    #[serde(rename = "llama.cpp")]
+    LlamaCpp,
+    /// vLLM's OpenAI-compatible `/v1/completions` with `return_token_ids`.
+    #[serde(rename = "vllm")]
+    Vllm,
+    /// SGLang's native `/generate` endpoint.
+    #[serde(rename = "sglang")]
+    Sglang,
+    /// TensorRT-LLM's `trtllm-serve`, `/v1/completions` with `detokenize`
+    /// off.
+    #[serde(rename = "trtllm")]
+    Trtllm,
+}
+
+impl EngineApi {
+    /// The name in config files.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineApi::LlamaCpp => "llama.cpp",
+            EngineApi::Vllm => "vllm",
+            EngineApi::Sglang => "sglang",
+            EngineApi::Trtllm => "trtllm",
+        }
+    }
+
+    /// The path completions are requested at.
+    pub fn completion_path(self) -> &'static str {
+        match self {
+            EngineApi::LlamaCpp => "/completion",
+            EngineApi::Vllm | EngineApi::Trtllm => "/v1/completions",
+            EngineApi::Sglang => "/generate",
+        }
+    }
+}
+
+/// The generation settings every request carries.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Generation {
+    /// The model name (vLLM requires it; the others ignore it).
+    pub model: String,
+    /// Most tokens an answer has.
+    pub max_tokens: u32,
+    /// Keep generating past the end-of-sequence token.
+    pub ignore_eos: bool,
+    /// Token ids that end an answer besides the model's own end token.
+    pub stop_token_ids: Vec<u32>,
+}
+
+/// The body of a streamed, greedy completion of `prompt`. Sampling is
+/// spelled out (engines fill what is left out from the model's own
+/// generation config): temperature 0, no repetition penalty.
+pub fn request_body(api: EngineApi, generation: &Generation, prompt: &[u32]) -> Value {
+    let g = generation;
+    let mut body = match api {
+        EngineApi::LlamaCpp => json!({
+            "prompt": prompt,
+            "n_predict": g.max_tokens,
+            "stream": true,
+            "temperature": 0.0,
+            "top_k": 1,
+            "repeat_penalty": 1.0,
+            "ignore_eos": g.ignore_eos,
+        }),
+        EngineApi::Vllm => json!({
+            "model": g.model,
+            "prompt": prompt,
+            "max_tokens": g.max_tokens,
+            "stream": true,
+            "return_token_ids": true,
+            "temperature": 0.0,
+            "repetition_penalty": 1.0,
+            "skip_special_tokens": false,
+        }),
+        EngineApi::Trtllm => json!({
+            "model": g.model,
+            "prompt": prompt,
+            "max_tokens": g.max_tokens,
+            "stream": true,
+            "detokenize": false,
+            "temperature": 0.0,
+        }),
+        EngineApi::Sglang => json!({
+            "input_ids": prompt,
+            "stream": true,
+            "sampling_params": {
+                "max_new_tokens": g.max_tokens,
+                "temperature": 0.0,
+                "repetition_penalty": 1.0,
+                "skip_special_tokens": false,
+            },
+        }),
+    };
+    // Only when set: an engine may refuse a field it does not know.
+    let params = match api {
+        EngineApi::Sglang => &mut body["sampling_params"],
+        _ => &mut body,
+    };
+    if g.ignore_eos && api != EngineApi::LlamaCpp {
+        params["ignore_eos"] = json!(true);
+    }
+    if !g.stop_token_ids.is_empty() {
+        params["stop_token_ids"] = json!(g.stop_token_ids);
+    }
+    body
+}
+
+/// What one event of a stream says.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Event {
+    /// Token ids new in this event.
+    pub tokens: Vec<u32>,
+    /// This event ends the answer.
+    pub last: bool,
+}
+
+/// Why an event cannot be read.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum EventError {
+    /// Not JSON.
+    #[error("an event of the engine's stream is not JSON ({0}): {1}")]
+    NotJson(String, String),
+    /// The engine reports an error in the stream.
+    #[error("the engine reports an error: {0}")]
+    Engine(String),
+    /// JSON without the field that carries token ids.
+    #[error(
+        "an event of the engine's stream has no token ids (field {field}): is api = \"{api}\" \
+         the engine that answers? {event}"
+    )]
+    NoTokenIds {
+        /// The engine API configured.
+        api: &'static str,
+        /// The field looked for.
+        field: &'static str,
+        /// The event, shortened.
+        event: String,
+    },
+    /// llama.cpp generated more tokens than it streamed.
+    #[error(
+        "llama.cpp generated {predicted} token(s) but streamed the ids of {streamed}: a token \
+         that ends inside a UTF-8 character is not streamed on its own"
+    )]
+    Withheld {
+        /// Its `tokens_predicted`.
+        predicted: u64,
+        /// Ids streamed.
+        streamed: usize,
+    },
+    /// SGLang's cumulative ids that do not extend the ones before.
+    #[error("the engine's cumulative output ids shrank from {before} to {now}")]
+    Shrank {
+        /// Ids seen before.
+        before: usize,
+        /// Ids in this event.
+        now: usize,
+    },
+}
+
+/// Reads the events of one answer's stream, in order.
+#[derive(Debug)]
+pub struct StreamReader {
+    api: EngineApi,
+    /// Ids received so far (SGLang repeats them in each event).
+    received: usize,
+    /// The last event was read ([DONE] may follow).
+    ended: bool,
+}
+
+impl StreamReader {
+    /// A reader for one answer from `api`.
+    pub fn new(api: EngineApi) -> Self {
+        Self {
+            api,
+            received: 0,
+            ended: false,
+        }
+    }
+
+    /// Whether the answer's last event was read.
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Reads one event's data. `[DONE]` ends the stream of vLLM and SGLang.
+    pub fn read(&mut self, data: &str) -> Result<Event, EventError> {
+        let data = data.trim();
+        if data == "[DONE]" {
+            self.ended = true;
+            return Ok(Event {
+                tokens: Vec::new(),
+                last: true,
+            });
+        }
+        let value: Value = serde_json::from_str(data)
+            .map_err(|e| EventError::NotJson(e.to_string(), shorten(data)))?;
+        if let Some(error) = value.get("error") {
+            let message = error
+                .get("message")
+                .and_then(Value::as_str)
+                .map_or_else(|| error.to_string(), str::to_string);
+            return Err(EventError::Engine(message));
+        }
+        let event = match self.api {
+            EngineApi::LlamaCpp => {
+                let tokens = ids(&value, "tokens", self.api, data)?;
+                let last = value.get("stop").and_then(Value::as_bool) == Some(true);
+                let predicted = value.get("tokens_predicted").and_then(Value::as_u64);
+                let streamed = self.received + tokens.len();
+                match predicted {
+                    Some(predicted) if last && predicted != streamed as u64 => {
+                        return Err(EventError::Withheld {
+                            predicted,
+                            streamed,
+                        })
+                    }
+                    _ => Event { tokens, last },
+                }
+            }
+            EngineApi::Vllm | EngineApi::Trtllm => {
+                let choice = value
+                    .get("choices")
+                    .and_then(|c| c.get(0))
+                    .unwrap_or(&Value::Null);
+                if choice.is_null() {
+                    // The usage event (stream_options.include_usage).
+                    Event::default()
+                } else {
+                    Event {
+                        tokens: ids(choice, "token_ids", self.api, data)?,
+                        last: choice.get("finish_reason").is_some_and(|r| !r.is_null()),
+                    }
+                }
+            }
+            EngineApi::Sglang => {
+                let all = ids(&value, "output_ids", self.api, data)?;
+                let last = value
+                    .pointer("/meta_info/finish_reason")
+                    .is_some_and(|r| !r.is_null());
+                if all.len() < self.received {
+                    return Err(EventError::Shrank {
+                        before: self.received,
+                        now: all.len(),
+                    });
+                }
+                Event {
+                    tokens: all[self.received..].to_vec(),
+                    last,
+                }
+            }
+        };
+        self.received += event.tokens.len();
+        if event.last {
+            self.ended = true;
+        }
+        Ok(event)
+    }
+}
+
+/// The token ids in `value[field]`; a missing field is an error naming it.
+fn ids(
+    value: &Value,
+    field: &'static str,
+    api: EngineApi,
+    data: &str,
+) -> Result<Vec<u32>, EventError> {
+    let missing = || EventError::NoTokenIds {
+        api: api.name(),
+        field,
+        event: shorten(data),
+    };
+    let Some(array) = value.get(field).and_then(Value::as_array) else {
+        return Err(missing());
+    };
+    array
+        .iter()
+        .map(|v| v.as_u64().and_then(|id| u32::try_from(id).ok()))
+        .collect::<Option<Vec<u32>>>()
+        .ok_or_else(missing)
+}
+
+/// At most 200 characters of `text`, for error messages.
+pub fn shorten(text: &str) -> String {
+    const MAX: usize = 200;
+    match text.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn generation() -> Generation {
+        Generation {
+            model: "m".into(),
+            max_tokens: 7,
+            ignore_eos: false,
+            stop_token_ids: vec![2],
+        }
+    }
+
+    #[test]
+    fn requests_are_greedy_streams_of_token_ids() {
+        let llama = request_body(EngineApi::LlamaCpp, &generation(), &[5, 6]);
+        assert_eq!(llama["prompt"], json!([5, 6]));
+        assert_eq!(llama["n_predict"], 7);
+        assert_eq!(llama["top_k"], 1);
+        let trtllm = request_body(EngineApi::Trtllm, &generation(), &[5]);
+        assert_eq!(trtllm["detokenize"], false);
+        assert!(trtllm.get("return_token_ids").is_none());
+        assert!(trtllm.get("ignore_eos").is_none());
+        let vllm = request_body(EngineApi::Vllm, &generation(), &[5]);
+        assert_eq!(vllm["return_token_ids"], true);
+        assert_eq!(vllm["model"], "m");
+        assert_eq!(vllm["stop_token_ids"], json!([2]));
+        let sglang = request_body(EngineApi::Sglang, &generation(), &[5]);
+        assert_eq!(sglang["input_ids"], json!([5]));
+        assert_eq!(sglang["sampling_params"]["max_new_tokens"], 7);
+        assert_eq!(sglang["sampling_params"]["stop_token_ids"], json!([2]));
+        for body in [llama, vllm, sglang, trtllm] {
+            assert_eq!(body["stream"], true);
+        }
+    }
+
+    #[test]
+    fn llama_cpp_events_carry_new_ids_and_stop() {
+        let mut r = StreamReader::new(EngineApi::LlamaCpp);
+        let e = r
+            .read(r#"{"content":"a","tokens":[7],"stop":false}"#)
+            .unwrap();
+        assert_eq!(
+            e,
+            Event {
+                tokens: vec![7],
+                last: false
+            }
+        );
+        let e = r.read(r#"{"content":"","tokens":[],"stop":true,"tokens_predicted":1}"#);
+        assert_eq!(
+            e.unwrap(),
+            Event {
+                tokens: vec![],
+                last: true
+            }
+        );
+        assert!(r.ended());
+        // A token inside a UTF-8 character was generated but not streamed.
+        let mut r = StreamReader::new(EngineApi::LlamaCpp);
+        r.read(r#"{"tokens":[7],"stop":false}"#).unwrap();
+        let e = r.read(r#"{"tokens":[],"stop":true,"tokens_predicted":2}"#);
+        assert_eq!(
+            e.unwrap_err(),
+            EventError::Withheld {
+                predicted: 2,
+                streamed: 1
+            }
+        );
+    }
+
+    #[test]
+    fn vllm_events_end_with_a_finish_reason_then_done() {
+        let mut r = StreamReader::new(EngineApi::Vllm);
+        let e = r
+            .read(r#"{"choices":[{"text":"x","token_ids":[3,4],"finish_reason":null}]}"#)
+            .unwrap();
+        assert_eq!(e.tokens, vec![3, 4]);
+        assert!(!e.last);
+        let e = r
+            .read(r#"{"choices":[{"text":"","token_ids":[9],"finish_reason":"length"}]}"#)
+            .unwrap();
+        assert!(e.last && e.tokens == vec![9]);
+        assert!(r
+            .read(r#"{"choices":[],"usage":{}}"#)
+            .unwrap()
+            .tokens
+            .is_empty());
+        assert!(r.read("[DONE]").unwrap().last);
+    }
+
+    #[test]
+    fn sglang_cumulative_ids_give_only_the_new_ones() {
+        let mut r = StreamReader::new(EngineApi::Sglang);
+        let e = r.read(r#"{"output_ids":[1,2],"meta_info":{"finish_reason":null}}"#);
+        assert_eq!(e.unwrap().tokens, vec![1, 2]);
+        let e = r.read(r#"{"output_ids":[1,2,3],"meta_info":{"finish_reason":{"type":"length"}}}"#);
+        assert_eq!(
+            e.unwrap(),
+            Event {
+                tokens: vec![3],
+                last: true
+            }
+        );
+    }
+
+    #[test]
+    fn bad_events_are_errors_that_say_what_is_wrong() {
+        let mut r = StreamReader::new(EngineApi::LlamaCpp);
+        let e = r.read("{not json").unwrap_err();
+        assert!(matches!(e, EventError::NotJson(..)), "{e}");
+        let e = r
+            .read(r#"{"content":"text only","stop":false}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("no token ids (field tokens)"), "{e}");
+        let e = r.read(r#"{"tokens":[-1]}"#).unwrap_err();
+        assert!(matches!(e, EventError::NoTokenIds { .. }), "{e}");
+        let e = r
+            .read(r#"{"error":{"code":500,"message":"out of memory"}}"#)
+            .unwrap_err();
+        assert_eq!(e.to_string(), "the engine reports an error: out of memory");
+        assert!(shorten(&"x".repeat(500)).len() < 210);
+    }
+}

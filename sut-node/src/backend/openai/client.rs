@@ -1,0 +1,398 @@
+//! The HTTP side of the engine backend: a keep-alive connection pool to
+//! the engine, on a runtime of its own (so the node's transports and the
+//! engine's streams never wait on each other), with readiness, identity
+//! and one streamed answer per sample.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use serde_json::Value;
+
+use super::api::{request_body, shorten, EngineApi, EventError, Generation, StreamReader};
+use super::{seconds, OpenaiConfig, OpenaiError};
+
+/// Longest wait for a connection to the engine.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest wait for the engine's small endpoints (health, models).
+const SMALL_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time between two readiness checks while the engine starts.
+const READY_POLL: Duration = Duration::from_millis(250);
+/// Idle connections are dropped before the engine's own keep-alive
+/// timeout closes them (5 s for llama.cpp's and uvicorn's servers): a
+/// request sent just as the server closes its connection is lost.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Tries of a request that failed before any answer (see `send`).
+const SEND_TRIES: usize = 3;
+/// Tokens the probe at start asks for.
+const PROBE_TOKENS: u32 = 2;
+
+/// Why one sample got no answer; the QDL and LoadGen see the text.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    /// No connection, or it broke before the answer began.
+    #[error("cannot reach the engine at {url}: {error}")]
+    Unreachable {
+        /// The request URL.
+        url: String,
+        /// The client's error and its causes.
+        error: String,
+    },
+    /// An HTTP error status.
+    #[error("the engine answered HTTP {status}: {body}")]
+    Status {
+        /// The status.
+        status: u16,
+        /// The body, shortened.
+        body: String,
+    },
+    /// The stream broke in the middle.
+    #[error("the engine's stream broke after {tokens} token(s): {error}")]
+    Broken {
+        /// Tokens received before.
+        tokens: usize,
+        /// The client's error and its causes.
+        error: String,
+    },
+    /// An event that cannot be read.
+    #[error("after {tokens} token(s): {error}")]
+    Event {
+        /// Tokens received before.
+        tokens: usize,
+        /// What is wrong with it.
+        error: EventError,
+    },
+    /// The stream ended before its last event.
+    #[error("the engine's stream ended after {0} token(s) without its last event (truncated)")]
+    Truncated(usize),
+    /// The stream ended properly without a single token.
+    #[error("the engine's answer has no tokens")]
+    NoTokens,
+    /// Nothing came for too long.
+    #[error("no {what} from the engine within {seconds} s ({tokens} token(s) received)")]
+    Timeout {
+        /// What was waited for.
+        what: &'static str,
+        /// The wait.
+        seconds: f64,
+        /// Tokens received before.
+        tokens: usize,
+    },
+}
+
+/// What the engine says about itself.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Identity {
+    /// Its first model in `/v1/models`.
+    pub model: String,
+    /// Its version (`/version`, or llama.cpp's `/props` build info).
+    pub version: Option<String>,
+}
+
+/// A client of one engine.
+pub struct EngineClient {
+    runtime: Option<tokio::runtime::Runtime>,
+    http: reqwest::Client,
+    base: String,
+    api: EngineApi,
+    generation: Generation,
+    first_token_timeout: Duration,
+    token_timeout: Duration,
+}
+
+impl Drop for EngineClient {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks, which an async caller must not do.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl EngineClient {
+    /// A client of the engine at `url` (not contacted yet).
+    pub fn new(
+        url: &str,
+        api: EngineApi,
+        config: &OpenaiConfig,
+        generation: Generation,
+    ) -> Result<Self, OpenaiError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("engine-http")
+            .enable_all()
+            .build()
+            .map_err(|e| OpenaiError::Client(e.to_string()))?;
+        let mut builder = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .tcp_nodelay(true)
+            .pool_max_idle_per_host(config.max_in_flight)
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .no_proxy();
+        if config.http2 {
+            builder = builder.http2_prior_knowledge();
+        } else {
+            builder = builder.http1_only();
+        }
+        let http = builder
+            .build()
+            .map_err(|e| OpenaiError::Client(error_chain(&e)))?;
+        Ok(Self {
+            runtime: Some(runtime),
+            http,
+            base: url.trim_end_matches('/').to_string(),
+            api,
+            generation,
+            first_token_timeout: seconds(config.first_token_timeout_s),
+            token_timeout: seconds(config.token_timeout_s),
+        })
+    }
+
+    /// The generation settings of every request.
+    pub fn generation(&self) -> &Generation {
+        &self.generation
+    }
+
+    pub(super) fn set_model(&mut self, model: &str) {
+        self.generation.model = model.to_string();
+    }
+
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.runtime.as_ref().expect("the runtime lives until drop")
+    }
+
+    /// Runs `future` on the client's runtime; the result can be awaited
+    /// from any runtime or waited for with `block_on` from a plain thread.
+    pub fn spawn<F>(&self, future: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.runtime().spawn(future)
+    }
+
+    /// Runs `future` to its end on the client's runtime, blocking the
+    /// calling thread (not a runtime's).
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        self.runtime().block_on(future)
+    }
+
+    /// Waits until `/health` answers 200, then reads the engine's model
+    /// and version.
+    pub fn wait_ready(&self, limit: Duration) -> Result<Identity, OpenaiError> {
+        self.block_on(async {
+            let start = Instant::now();
+            let health = format!("{}/health", self.base);
+            loop {
+                let last = match self.get_json(&health).await {
+                    Ok(_) => break,
+                    Err(e) => e,
+                };
+                if start.elapsed() >= limit {
+                    return Err(OpenaiError::NotReady {
+                        url: self.base.clone(),
+                        what: "GET /health".into(),
+                        seconds: limit.as_secs_f64(),
+                        last,
+                    });
+                }
+                tokio::time::sleep(READY_POLL).await;
+            }
+            let models = self
+                .get_json(&format!("{}/v1/models", self.base))
+                .await
+                .map_err(|last| OpenaiError::NotReady {
+                    url: self.base.clone(),
+                    what: "GET /v1/models".into(),
+                    seconds: 0.0,
+                    last,
+                })?;
+            let model = models
+                .pointer("/data/0/id")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            Ok(Identity {
+                model,
+                version: self.version().await,
+            })
+        })
+    }
+
+    /// The engine's version: `/version` (vLLM, SGLang), else llama.cpp's
+    /// build in `/props`.
+    async fn version(&self) -> Option<String> {
+        if let Ok(v) = self.get_json(&format!("{}/version", self.base)).await {
+            if let Some(version) = v.get("version").and_then(Value::as_str) {
+                return Some(version.to_string());
+            }
+        }
+        let props = self.get_json(&format!("{}/props", self.base)).await.ok()?;
+        props
+            .get("build_info")
+            .and_then(Value::as_str)
+            .map(|b| format!("llama.cpp {b}"))
+    }
+
+    /// Whether `/health` answers 200 now.
+    pub async fn healthy(&self) -> bool {
+        self.get_json(&format!("{}/health", self.base))
+            .await
+            .is_ok()
+    }
+
+    /// GET `url` as JSON (an empty or non-JSON 200 body is `Null`).
+    async fn get_json(&self, url: &str) -> Result<Value, String> {
+        let response = self
+            .http
+            .get(url)
+            .timeout(SMALL_REQUEST_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| error_chain(&e))?;
+        let status = response.status();
+        let body = response.text().await.map_err(|e| error_chain(&e))?;
+        if !status.is_success() {
+            return Err(format!("HTTP {}: {}", status.as_u16(), shorten(&body)));
+        }
+        Ok(serde_json::from_str(&body).unwrap_or(Value::Null))
+    }
+
+    /// A short answer to a one-token prompt must come back as token ids.
+    pub fn probe(&self) -> Result<(), AnswerError> {
+        let generation = Generation {
+            max_tokens: PROBE_TOKENS,
+            ..self.generation.clone()
+        };
+        self.block_on(self.answer_with(&generation, &[1], |_| {}))
+            .map(|_| ())
+    }
+
+    /// Streams the greedy answer to `prompt`: `first` gets the first token
+    /// the moment it arrives; the result is every token of the answer.
+    pub async fn answer(
+        &self,
+        prompt: &[u32],
+        first: impl FnOnce(u32),
+    ) -> Result<Vec<u32>, AnswerError> {
+        self.answer_with(&self.generation, prompt, first).await
+    }
+
+    async fn answer_with(
+        &self,
+        generation: &Generation,
+        prompt: &[u32],
+        first: impl FnOnce(u32),
+    ) -> Result<Vec<u32>, AnswerError> {
+        let url = format!("{}{}", self.base, self.api.completion_path());
+        let body = request_body(self.api, generation, prompt);
+        let first_wait = self.first_token_timeout;
+        let timeout = |tokens: usize| AnswerError::Timeout {
+            what: if tokens == 0 { "first token" } else { "event" },
+            seconds: if tokens == 0 {
+                first_wait.as_secs_f64()
+            } else {
+                self.token_timeout.as_secs_f64()
+            },
+            tokens,
+        };
+        let response = match tokio::time::timeout(first_wait, self.send(&url, &body)).await {
+            Err(_) => return Err(timeout(0)),
+            Ok(Err(e)) => {
+                return Err(AnswerError::Unreachable {
+                    url,
+                    error: error_chain(&e),
+                })
+            }
+            Ok(Ok(r)) => r,
+        };
+        let status = response.status();
+        if !status.is_success() {
+            let body = tokio::time::timeout(SMALL_REQUEST_TIMEOUT, response.text())
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or_default();
+            return Err(AnswerError::Status {
+                status: status.as_u16(),
+                body: shorten(&body),
+            });
+        }
+        let mut events = response.bytes_stream().eventsource();
+        let mut reader = StreamReader::new(self.api);
+        let mut tokens: Vec<u32> = Vec::new();
+        let mut first = Some(first);
+        loop {
+            let wait = if tokens.is_empty() {
+                first_wait
+            } else {
+                self.token_timeout
+            };
+            let event = match tokio::time::timeout(wait, events.next()).await {
+                Err(_) => return Err(timeout(tokens.len())),
+                Ok(None) => break,
+                Ok(Some(Err(e))) => {
+                    return Err(AnswerError::Broken {
+                        tokens: tokens.len(),
+                        error: e.to_string(),
+                    })
+                }
+                Ok(Some(Ok(event))) => event,
+            };
+            let read = reader
+                .read(&event.data)
+                .map_err(|error| AnswerError::Event {
+                    tokens: tokens.len(),
+                    error,
+                })?;
+            if let Some(&id) = read.tokens.first() {
+                if let Some(first) = first.take() {
+                    first(id);
+                }
+            }
+            tokens.extend(read.tokens);
+            // llama.cpp closes after its last event; the others send
+            // [DONE], which may be read or not.
+            if reader.ended() {
+                break;
+            }
+        }
+        if !reader.ended() {
+            return Err(AnswerError::Truncated(tokens.len()));
+        }
+        if tokens.is_empty() {
+            return Err(AnswerError::NoTokens);
+        }
+        Ok(tokens)
+    }
+}
+
+impl EngineClient {
+    /// POSTs `body`, tried again (up to [`SEND_TRIES`] in all) if a try
+    /// fails before any answer: a kept-alive connection the engine closed
+    /// (a restart, its keep-alive timeout) is found dead only by using
+    /// it, and a completion request has no effect to repeat.
+    async fn send(&self, url: &str, body: &Value) -> reqwest::Result<reqwest::Response> {
+        let mut tries = 1;
+        loop {
+            match self.http.post(url).json(body).send().await {
+                Err(e) if tries < SEND_TRIES && (e.is_request() || e.is_connect()) => tries += 1,
+                result => return result,
+            }
+        }
+    }
+}
+
+/// An error and its causes on one line: reqwest's own message is only
+/// the outermost ("error sending request").
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

@@ -1,0 +1,428 @@
+//! A serving engine behind the node: each sample goes, as a streamed
+//! greedy completion of its token ids, to an engine on the node's host
+//! (llama.cpp's `llama-server`, vLLM, SGLang) over HTTP, and its first
+//! token and whole answer come back as the engine streams them.
+//!
+//! The engine does the batching (continuous batching); the node keeps up
+//! to `max_in_flight` requests open and holds `max_waiting` more, and
+//! declines beyond that with the retryable reply. The engine must answer
+//! with output token ids ([`api`] says how each does): the node checks
+//! that with a probe before it reports ready, and refuses to start
+//! otherwise.
+//!
+//! * [`api`]: request bodies and stream events per engine (pure);
+//! * [`client`]: the HTTP side (readiness, identity, one answer);
+//! * [`driver`]: the device thread that feeds samples to the client.
+
+pub mod api;
+pub mod client;
+pub mod driver;
+
+use std::time::Duration;
+
+use netdiv_proto::dtype::DType;
+use netdiv_proto::Benchmark;
+use serde::{Deserialize, Serialize};
+
+use self::api::{EngineApi, Generation};
+use self::client::{AnswerError, EngineClient};
+use super::llm::{InvalidPrompt, TokenIds};
+
+/// `NodeInfo.backend` of this backend, and its name in config files.
+pub const KIND: &str = "openai";
+
+/// The `[openai]` section: where the engine is and how to ask it.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct OpenaiConfig {
+    /// The engine's base URL, e.g. `http://127.0.0.1:8080` (required).
+    pub url: Option<String>,
+    /// Which engine answers: `llama.cpp`, `vllm` or `sglang`.
+    pub api: EngineApi,
+    /// The model name in requests [default: the engine's first model in
+    /// `/v1/models`].
+    pub model: Option<String>,
+    /// Most tokens an answer has [default: the benchmark's longest].
+    pub max_tokens: Option<u32>,
+    /// Generate past the end-of-sequence token (always `max_tokens`).
+    pub ignore_eos: bool,
+    /// Token ids that also end an answer (vLLM and SGLang; llama.cpp ends
+    /// at the model's own end-of-sequence token only).
+    pub stop_token_ids: Vec<u32>,
+    /// Requests open to the engine at once.
+    pub max_in_flight: usize,
+    /// Samples held beyond those; more are declined (retryable).
+    pub max_waiting: usize,
+    /// HTTP/2 without TLS (prior knowledge) instead of HTTP/1.1.
+    pub http2: bool,
+    /// Element type of the prompts' token ids [default: the benchmark's].
+    pub token_ids: Option<TokenIds>,
+    /// Longest wait for an answer's first token, in seconds.
+    pub first_token_timeout_s: f64,
+    /// Longest wait between two events of an answer, in seconds.
+    pub token_timeout_s: f64,
+    /// Longest wait for the engine to answer at start (it may be loading
+    /// its model), in seconds.
+    pub startup_timeout_s: f64,
+}
+
+impl Default for OpenaiConfig {
+    fn default() -> Self {
+        Self {
+            url: None,
+            api: EngineApi::default(),
+            model: None,
+            max_tokens: None,
+            ignore_eos: false,
+            stop_token_ids: Vec::new(),
+            max_in_flight: 64,
+            max_waiting: 4096,
+            http2: false,
+            token_ids: None,
+            first_token_timeout_s: 120.0,
+            token_timeout_s: 60.0,
+            startup_timeout_s: 600.0,
+        }
+    }
+}
+
+/// Why the engine backend cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenaiError {
+    /// No `url`.
+    #[error("backend openai needs the engine's address: set url in [openai] (e.g. url = \"http://127.0.0.1:8080\")")]
+    NoUrl,
+    /// A URL that is not `http://host:port`.
+    #[error("openai.url = {0:?} is not an http:// URL (the engine runs on the node's own host; https is not supported)")]
+    BadUrl(String),
+    /// A setting out of range.
+    #[error("openai.{field} = {value} {why}")]
+    Setting {
+        /// The key.
+        field: &'static str,
+        /// Its value.
+        value: String,
+        /// What it must be.
+        why: &'static str,
+    },
+    /// Stop token ids given to llama.cpp.
+    #[error(
+        "openai.stop_token_ids is set, but llama.cpp's /completion takes no stop token ids: it \
+         ends answers at the model's end-of-sequence token (unless ignore_eos)"
+    )]
+    StopTokensUnsupported,
+    /// A benchmark without token latencies, or prompts that are not ids.
+    #[error("backend openai serves benchmarks whose samples are token-id prompts with token latencies; {0} is not one")]
+    NotATokenIdBenchmark(String),
+    /// The engine did not become ready in time.
+    #[error("the engine at {url} did not answer {what} within {seconds} s: {last}")]
+    NotReady {
+        /// Its URL.
+        url: String,
+        /// The endpoint waited for.
+        what: String,
+        /// The wait.
+        seconds: f64,
+        /// The last failure.
+        last: String,
+    },
+    /// The engine answered the probe without token ids, or failed it.
+    #[error(
+        "the engine at {url} (api = \"{api}\") did not stream output token ids for a probe \
+         prompt: {error}. The node needs token ids back (docs/llm.md lists each engine's \
+         options)"
+    )]
+    Probe {
+        /// Its URL.
+        url: String,
+        /// The API configured.
+        api: &'static str,
+        /// What went wrong.
+        error: AnswerError,
+    },
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    Client(String),
+}
+
+impl OpenaiConfig {
+    /// Checks the settings for `benchmark` without reaching the engine;
+    /// returns the prompts' element type.
+    pub fn check(&self, benchmark: &Benchmark) -> Result<TokenIds, OpenaiError> {
+        let url = self.url.as_deref().ok_or(OpenaiError::NoUrl)?;
+        let parsed = reqwest::Url::parse(url).map_err(|_| OpenaiError::BadUrl(url.to_string()))?;
+        if parsed.scheme() != "http" || parsed.host_str().is_none() {
+            return Err(OpenaiError::BadUrl(url.to_string()));
+        }
+        let token_ids = self.prompt_ids(benchmark)?;
+        for (field, value) in [
+            ("max_in_flight", self.max_in_flight),
+            ("max_tokens", self.max_tokens.unwrap_or(1) as usize),
+        ] {
+            if value == 0 {
+                return Err(OpenaiError::Setting {
+                    field,
+                    value: value.to_string(),
+                    why: "must be at least 1",
+                });
+            }
+        }
+        for (field, value) in [
+            ("first_token_timeout_s", self.first_token_timeout_s),
+            ("token_timeout_s", self.token_timeout_s),
+            ("startup_timeout_s", self.startup_timeout_s),
+        ] {
+            if !(value.is_finite() && value > 0.0 && value < 1e7) {
+                return Err(OpenaiError::Setting {
+                    field,
+                    value: value.to_string(),
+                    why: "is not a number of seconds above 0",
+                });
+            }
+        }
+        if self.api == EngineApi::LlamaCpp && !self.stop_token_ids.is_empty() {
+            return Err(OpenaiError::StopTokensUnsupported);
+        }
+        Ok(token_ids)
+    }
+
+    fn prompt_ids(&self, benchmark: &Benchmark) -> Result<TokenIds, OpenaiError> {
+        let profile = benchmark
+            .token_profile()
+            .filter(|p| benchmark.uses_token_latencies() && p.input_token_ids)
+            .ok_or_else(|| OpenaiError::NotATokenIdBenchmark(benchmark.to_string()))?;
+        let _ = profile;
+        Ok(self.token_ids.unwrap_or(match benchmark.spec().dtype {
+            DType::I64 => TokenIds::Int64,
+            _ => TokenIds::Int32,
+        }))
+    }
+
+    /// The longest answer for `benchmark`.
+    fn max_tokens_for(&self, benchmark: &Benchmark) -> u32 {
+        self.max_tokens.unwrap_or_else(|| {
+            benchmark
+                .token_profile()
+                .map_or(1024, |p| p.output.max.max(1))
+        })
+    }
+}
+
+/// Seconds as a duration (checked finite and positive by
+/// [`OpenaiConfig::check`]).
+fn seconds(s: f64) -> Duration {
+    Duration::from_secs_f64(s)
+}
+
+/// A connected engine for one benchmark.
+pub struct OpenaiBackend {
+    config: OpenaiConfig,
+    benchmark: Benchmark,
+    token_ids: TokenIds,
+    client: EngineClient,
+    /// The engine's model, as it names it.
+    model: String,
+    /// The engine's version, where it says.
+    version: Option<String>,
+}
+
+impl std::fmt::Debug for OpenaiBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{KIND} ({})", self.detail())
+    }
+}
+
+impl OpenaiBackend {
+    /// Waits for the engine (up to `startup_timeout_s`), learns its model
+    /// and version, and checks with a probe that it streams token ids.
+    /// Blocks the calling thread (the client runs on a runtime of its own).
+    pub fn connect(config: OpenaiConfig, benchmark: &Benchmark) -> Result<Self, OpenaiError> {
+        let token_ids = config.check(benchmark)?;
+        let url = config.url.clone().unwrap_or_default();
+        let generation = Generation {
+            model: config.model.clone().unwrap_or_default(),
+            max_tokens: config.max_tokens_for(benchmark),
+            ignore_eos: config.ignore_eos,
+            stop_token_ids: config.stop_token_ids.clone(),
+        };
+        let mut client = EngineClient::new(&url, config.api, &config, generation)?;
+        let identity = client.wait_ready(seconds(config.startup_timeout_s))?;
+        let model = config.model.clone().unwrap_or(identity.model);
+        client.set_model(&model);
+        client.probe().map_err(|error| OpenaiError::Probe {
+            url: url.clone(),
+            api: config.api.name(),
+            error,
+        })?;
+        Ok(Self {
+            config,
+            benchmark: *benchmark,
+            token_ids,
+            client,
+            model,
+            version: identity.version,
+        })
+    }
+
+    /// What it was built with.
+    pub fn config(&self) -> &OpenaiConfig {
+        &self.config
+    }
+
+    /// The benchmark it serves.
+    pub fn benchmark(&self) -> &Benchmark {
+        &self.benchmark
+    }
+
+    /// The HTTP side.
+    pub fn client(&self) -> &EngineClient {
+        &self.client
+    }
+
+    /// Samples the node holds at most: open requests and waiting ones.
+    pub fn capacity(&self) -> u64 {
+        (self.config.max_in_flight + self.config.max_waiting) as u64
+    }
+
+    /// The prompt's token ids, or why `input` is not a prompt.
+    pub fn prompt(&self, input: &[u8]) -> Result<Vec<u32>, InvalidPrompt> {
+        prompt_ids(input, self.token_ids)
+    }
+
+    /// Human-readable parameters for `NodeInfo.backend_detail`.
+    pub fn detail(&self) -> String {
+        let c = &self.config;
+        format!(
+            "engine={} url={} model={} version={} max_tokens={} max_in_flight={} \
+             max_waiting={} http={} prompt={}-token-ids",
+            c.api.name(),
+            c.url.as_deref().unwrap_or(""),
+            self.model,
+            self.version.as_deref().unwrap_or("unknown"),
+            self.client.generation().max_tokens,
+            c.max_in_flight,
+            c.max_waiting,
+            if c.http2 { "2" } else { "1.1" },
+            self.token_ids.name()
+        )
+    }
+}
+
+/// The token ids of a prompt of `ids` elements: non-negative, below 2^32,
+/// at least one.
+pub fn prompt_ids(input: &[u8], ids: TokenIds) -> Result<Vec<u32>, InvalidPrompt> {
+    if input.is_empty() {
+        return Err(InvalidPrompt::Empty);
+    }
+    let size = ids.size();
+    if !input.len().is_multiple_of(size) {
+        return Err(InvalidPrompt::NotTokenIds {
+            bytes: input.len(),
+            ids: ids.name(),
+        });
+    }
+    input
+        .chunks_exact(size)
+        .enumerate()
+        .map(|(i, b)| {
+            let id = match ids {
+                TokenIds::Int32 => i64::from(i32::from_le_bytes(b.try_into().expect("4 bytes"))),
+                TokenIds::Int64 => i64::from_le_bytes(b.try_into().expect("8 bytes")),
+            };
+            u32::try_from(id).map_err(|_| InvalidPrompt::BadTokenId { index: i, id })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn llama() -> Benchmark {
+        Benchmark::parse("llama2-70b").unwrap()
+    }
+
+    fn config(url: &str) -> OpenaiConfig {
+        OpenaiConfig {
+            url: Some(url.into()),
+            ..OpenaiConfig::default()
+        }
+    }
+
+    #[test]
+    fn settings_are_checked_before_the_engine_is_reached() {
+        assert!(matches!(
+            OpenaiConfig::default().check(&llama()),
+            Err(OpenaiError::NoUrl)
+        ));
+        for url in ["https://h:1", "localhost:8080", "ftp://x"] {
+            let e = config(url).check(&llama()).unwrap_err();
+            assert!(matches!(e, OpenaiError::BadUrl(_)), "{url}: {e}");
+        }
+        assert_eq!(
+            config("http://127.0.0.1:8080").check(&llama()).unwrap(),
+            TokenIds::Int32
+        );
+        let e = config("http://h:1")
+            .check(&Benchmark::parse("resnet50").unwrap())
+            .unwrap_err();
+        assert!(e.to_string().contains("resnet50 is not one"), "{e}");
+        let e = config("http://h:1")
+            .check(&Benchmark::parse("whisper").unwrap())
+            .unwrap_err();
+        assert!(matches!(e, OpenaiError::NotATokenIdBenchmark(_)), "{e}");
+        let stop = OpenaiConfig {
+            stop_token_ids: vec![2],
+            ..config("http://h:1")
+        };
+        assert!(matches!(
+            stop.check(&llama()),
+            Err(OpenaiError::StopTokensUnsupported)
+        ));
+        let vllm = OpenaiConfig {
+            api: EngineApi::Vllm,
+            ..stop
+        };
+        vllm.check(&llama()).unwrap();
+        let slow = OpenaiConfig {
+            token_timeout_s: f64::NAN,
+            ..config("http://h:1")
+        };
+        let e = slow.check(&llama()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "openai.token_timeout_s = NaN is not a number of seconds above 0"
+        );
+        let none = OpenaiConfig {
+            max_in_flight: 0,
+            ..config("http://h:1")
+        };
+        assert!(none
+            .check(&llama())
+            .unwrap_err()
+            .to_string()
+            .contains("max_in_flight"));
+    }
+
+    #[test]
+    fn prompts_are_read_as_token_ids() {
+        let mut input = Vec::new();
+        for id in [1i32, 31999, 7] {
+            input.extend_from_slice(&id.to_le_bytes());
+        }
+        assert_eq!(
+            prompt_ids(&input, TokenIds::Int32).unwrap(),
+            vec![1, 31999, 7]
+        );
+        assert_eq!(prompt_ids(&[], TokenIds::Int32), Err(InvalidPrompt::Empty));
+        assert!(matches!(
+            prompt_ids(&input[..5], TokenIds::Int32),
+            Err(InvalidPrompt::NotTokenIds { bytes: 5, .. })
+        ));
+        let negative = (-3i64).to_le_bytes();
+        assert_eq!(
+            prompt_ids(&negative, TokenIds::Int64),
+            Err(InvalidPrompt::BadTokenId { index: 0, id: -3 })
+        );
+    }
+}

@@ -1,0 +1,239 @@
+//! A test-only serving engine that breaks its streams on purpose. It
+//! speaks llama.cpp's `/completion` (plus `/health` and `/v1/models`) and
+//! answers each prompt according to its first token id ([`Misbehaviour`]),
+//! so a test knows what every sample must get. Each connection is closed
+//! after one answer (`Connection: close`), so a stream ends where the
+//! server stops writing. A prompt of the single id 1 (the node's probe at
+//! start) is always answered well.
+//!
+//! It writes raw HTTP on purpose: it must send what a real server never
+//! would.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Result;
+use serde_json::{json, Value};
+
+/// What the engine does with a prompt whose first id is `id`: the
+/// behaviour at `id % 8`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Misbehaviour {
+    /// Three tokens, `id+1`, `id+2`, `id+3`, and a proper end.
+    Good,
+    /// One token, then an event that is not JSON.
+    Malformed,
+    /// One token, then the connection closes without the last event.
+    Truncated,
+    /// HTTP 500.
+    ServerError,
+    /// A proper end without a single token.
+    NoTokens,
+    /// Headers, then nothing (the node's first-token timeout).
+    Stall,
+    /// One token streamed, two counted in the last event.
+    Withheld,
+    /// An error event after one token.
+    ErrorEvent,
+}
+
+impl Misbehaviour {
+    /// What the engine does with a prompt starting with `id`.
+    pub fn of(id: u32) -> Misbehaviour {
+        [
+            Misbehaviour::Good,
+            Misbehaviour::Malformed,
+            Misbehaviour::Truncated,
+            Misbehaviour::ServerError,
+            Misbehaviour::NoTokens,
+            Misbehaviour::Stall,
+            Misbehaviour::Withheld,
+            Misbehaviour::ErrorEvent,
+        ][id as usize % 8]
+    }
+
+    /// Text the node's per-sample error must hold.
+    pub fn expected_error(self) -> Option<&'static str> {
+        Some(match self {
+            Misbehaviour::Good => return None,
+            Misbehaviour::Malformed => "is not JSON",
+            Misbehaviour::Truncated => "without its last event (truncated)",
+            Misbehaviour::ServerError => "HTTP 500: engine exploded",
+            Misbehaviour::NoTokens => "the engine's answer has no tokens",
+            Misbehaviour::Stall => "no first token from the engine within",
+            Misbehaviour::Withheld => "generated 2 token(s) but streamed the ids of 1",
+            Misbehaviour::ErrorEvent => "the engine reports an error: out of memory",
+        })
+    }
+}
+
+/// The engine, serving until dropped.
+pub struct MisbehavingEngine {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+}
+
+impl MisbehavingEngine {
+    /// Starts it on a free port of 127.0.0.1.
+    pub fn start() -> Result<MisbehavingEngine> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if stopping.load(Ordering::Acquire) {
+                    return;
+                }
+                if let Ok(stream) = stream {
+                    std::thread::spawn(move || {
+                        let _ = serve(stream);
+                    });
+                }
+            }
+        });
+        Ok(MisbehavingEngine { addr, stop })
+    }
+
+    /// `http://ADDR`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for MisbehavingEngine {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        // Wake the accept loop so it sees the flag.
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+/// One request, one answer, then close.
+fn serve(stream: TcpStream) -> Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut request_line = String::new();
+    reader.read_line(&mut request_line)?;
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line)?;
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse()?;
+            }
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body)?;
+    let path = request_line.split_whitespace().nth(1).unwrap_or("/");
+    let mut out = stream;
+    match path {
+        "/health" => respond_json(&mut out, 200, &json!({"status": "ok"})),
+        "/v1/models" => respond_json(&mut out, 200, &json!({"data": [{"id": "misbehaving"}]})),
+        "/props" => respond_json(&mut out, 200, &json!({"build_info": "test-only"})),
+        "/completion" => {
+            let request: Value = serde_json::from_slice(&body)?;
+            let prompt: Vec<u32> = request["prompt"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_u64())
+                        .map(|v| v as u32)
+                        .collect()
+                })
+                .unwrap_or_default();
+            complete(&mut out, &prompt)
+        }
+        _ => respond_json(&mut out, 404, &json!({"error": {"message": "not found"}})),
+    }
+}
+
+fn respond_json(out: &mut TcpStream, status: u16, body: &Value) -> Result<()> {
+    let body = body.to_string();
+    write!(
+        out,
+        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    Ok(())
+}
+
+fn event(out: &mut TcpStream, data: &str) -> Result<()> {
+    write!(out, "data: {data}\n\n")?;
+    out.flush()?;
+    Ok(())
+}
+
+fn token(out: &mut TcpStream, id: u32, n: u32) -> Result<()> {
+    event(
+        out,
+        &json!({"content": "x", "tokens": [id], "stop": false, "tokens_predicted": n}).to_string(),
+    )
+}
+
+fn end(out: &mut TcpStream, predicted: u32) -> Result<()> {
+    event(
+        out,
+        &json!({"content": "", "tokens": [], "stop": true, "tokens_predicted": predicted})
+            .to_string(),
+    )
+}
+
+fn complete(out: &mut TcpStream, prompt: &[u32]) -> Result<()> {
+    let first = prompt.first().copied().unwrap_or(0);
+    let behaviour = if prompt == [1] {
+        Misbehaviour::Good
+    } else {
+        Misbehaviour::of(first)
+    };
+    if behaviour == Misbehaviour::ServerError {
+        let body = "engine exploded";
+        write!(
+            out,
+            "HTTP/1.1 500 X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )?;
+        return Ok(());
+    }
+    write!(
+        out,
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+    )?;
+    match behaviour {
+        Misbehaviour::Good => {
+            for n in 1..=3 {
+                token(out, first + n, n)?;
+            }
+            end(out, 3)
+        }
+        Misbehaviour::Malformed => {
+            token(out, first + 1, 1)?;
+            event(out, "{not json")
+        }
+        Misbehaviour::Truncated => token(out, first + 1, 1),
+        Misbehaviour::NoTokens => end(out, 0),
+        Misbehaviour::Stall => {
+            std::thread::sleep(Duration::from_secs(30));
+            Ok(())
+        }
+        Misbehaviour::Withheld => {
+            token(out, first + 1, 1)?;
+            end(out, 2)
+        }
+        Misbehaviour::ErrorEvent => {
+            token(out, first + 1, 1)?;
+            event(out, r#"{"error":{"code":500,"message":"out of memory"}}"#)
+        }
+        Misbehaviour::ServerError => Ok(()),
+    }
+}

@@ -1,0 +1,555 @@
+//! The openai backend in front of a real serving engine: two sut-nodes,
+//! each forwarding to its own llama.cpp server (`deploy/llm/llama-cpp.sh`,
+//! a tiny Llama model), measured by `loadgen-node` as a llama2-70b SUT.
+//! Every answer in the accuracy log must be exactly what llama.cpp itself
+//! answers that prompt greedily (asked directly, not through a node), with
+//! its own first token and token count, and TEST06's official checks must
+//! pass. The fault tests kill the engine in the middle of a run and put a
+//! misbehaving engine behind a node.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context, Result};
+use netdiv_proto::pb;
+use netdiv_tests::configs::node_toml;
+use netdiv_tests::llama::{greedy_tokens, llama_cpp_files, LlamaFiles, LlamaServer};
+use netdiv_tests::misbehaving_engine::{MisbehavingEngine, Misbehaviour};
+use netdiv_tests::mlperf_logs::{detail_value, detail_values};
+use netdiv_tests::network_run::{loadgen, Cluster, LoadgenRun};
+use netdiv_tests::python::python_for_official_tools;
+use netdiv_tests::submission::inference_checkout;
+use netdiv_tests::sut_client::{grpc_client, plain_query, versioned, ClientCert, NodeProcess};
+use netdiv_tests::{test_dir, write_file, UserConf};
+use qdl::samples::{synthetic::synthetic_sample, DType};
+use sut_node::backend::openai::OpenaiConfig;
+use sut_node::backend::BackendKind;
+use sut_node::config::FileConfig;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_health::pb::HealthCheckRequest;
+
+/// Fixed-length prompts, so the test can rebuild each sample's ids.
+const PROMPT_TOKENS: usize = 32;
+const SEED: u64 = 23;
+/// Tokens per answer (the tiny model never ends early).
+const ANSWER_TOKENS: u32 = 16;
+/// Sequences each llama.cpp server runs at once.
+const ENGINE_SLOTS: usize = 4;
+
+/// Nodes of llama2-70b in front of an engine, answers of
+/// [`ANSWER_TOKENS`] tokens.
+fn node_config(answer_tokens: u32) -> FileConfig {
+    FileConfig {
+        benchmark: Some("llama2-70b".into()),
+        backend: Some(BackendKind::Openai),
+        openai: OpenaiConfig {
+            max_tokens: Some(answer_tokens),
+            max_in_flight: 2 * ENGINE_SLOTS,
+            ..OpenaiConfig::default()
+        },
+        ..FileConfig::default()
+    }
+}
+
+/// One sut-node per engine, each with `--engine-url` of its own.
+fn start_nodes(
+    dir: &Path,
+    transport: &'static str,
+    engines: &[&LlamaServer],
+    config: &FileConfig,
+) -> Result<Cluster> {
+    let config = write_file(dir, "sut-node.toml", &node_toml(config)?)?;
+    let certs = (transport == "quic").then(|| dir.join("certs"));
+    if let Some(certs) = &certs {
+        sut_node::tls::dev_certificates(certs, false)?;
+    }
+    let nodes = engines
+        .iter()
+        .enumerate()
+        .map(|(i, engine)| {
+            let args = [
+                "--transport",
+                transport,
+                "--config",
+                config.to_str().context("utf-8 path")?,
+                "--engine-url",
+                &engine.url,
+            ];
+            NodeProcess::start(&format!("{transport}-engine-{i}"), certs.as_deref(), &args)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Cluster {
+        nodes,
+        transport,
+        certs,
+    })
+}
+
+/// Long enough for TTFT and TPOT early stopping in Server (at least 459
+/// queries); every answer in the accuracy log.
+fn user_conf() -> UserConf {
+    UserConf::new()
+        .set("*.Server.target_qps", 40)
+        .set("*.Server.min_duration", 1000)
+        .set("*.Server.min_query_count", 500)
+        .set("*.Offline.target_qps", 100)
+        .set("*.Offline.min_duration", 1000)
+        .set("*.Offline.min_query_count", 300)
+        .set("*.*.accuracy_log_rng_seed", 1)
+        .set("*.*.accuracy_log_sampling_target", 100000000)
+}
+
+fn run_flags(dir: &Path, scenario: &str, conf: &UserConf, extra: &[String]) -> Result<Vec<String>> {
+    let conf = write_file(dir, "user.conf", &conf.to_string())?;
+    let mut flags: Vec<String> = [
+        "--scenario",
+        scenario,
+        "--benchmark",
+        "llama2-70b",
+        "--sample-shape",
+        &PROMPT_TOKENS.to_string(),
+        "--sample-dtype",
+        "int32",
+        "--sample-seed",
+        &SEED.to_string(),
+        "--total-sample-count",
+        "256",
+        "--performance-sample-count",
+        "256",
+        "--user-conf",
+        conf.to_str().context("utf-8 path")?,
+        "--progress",
+        "never",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    flags.extend(extra.iter().cloned());
+    Ok(flags)
+}
+
+/// The prompt of sample `index`, as token ids.
+fn prompt(index: usize) -> Vec<u32> {
+    synthetic_sample(&[PROMPT_TOKENS], DType::I32, SEED, index)
+        .chunks_exact(4)
+        .map(|b| i32::from_le_bytes(b.try_into().unwrap()) as u32)
+        .collect()
+}
+
+fn hex_of(ids: &[u32]) -> String {
+    ids.iter()
+        .flat_map(|&id| (id as i32).to_le_bytes())
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Every answer in the accuracy log is llama.cpp's own greedy answer to
+/// its prompt (asked of `engine` directly), with its first token and
+/// count.
+fn check_answers(run: &LoadgenRun, engine: &LlamaServer, first_tokens: bool) -> Result<usize> {
+    let entries = run.accuracy()?;
+    ensure!(!entries.is_empty(), "no answers in the accuracy log");
+    let mut direct: HashMap<u64, Vec<u32>> = HashMap::new();
+    for e in &entries {
+        let expected = match direct.entry(e.qsl_idx) {
+            std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
+            std::collections::hash_map::Entry::Vacant(new) => new.insert(greedy_tokens(
+                &engine.url,
+                &prompt(e.qsl_idx as usize),
+                ANSWER_TOKENS,
+            )?),
+        };
+        ensure!(
+            expected.len() == ANSWER_TOKENS as usize,
+            "llama.cpp answered sample {} with {} tokens",
+            e.qsl_idx,
+            expected.len()
+        );
+        ensure!(
+            e.data.to_lowercase() == hex_of(expected),
+            "seq_id {} (sample {}): the node's answer {} is not llama.cpp's own {}",
+            e.seq_id,
+            e.qsl_idx,
+            e.data,
+            hex_of(expected)
+        );
+        ensure!(
+            e.token_count == Some(expected.len() as i64),
+            "seq_id {}: n_tokens {:?}, {} tokens in the answer",
+            e.seq_id,
+            e.token_count,
+            expected.len()
+        );
+        if first_tokens {
+            let first = e.token_data.as_deref().unwrap_or_default().to_lowercase();
+            ensure!(
+                first == hex_of(&expected[..1]),
+                "seq_id {}: first token {first}, answer starts {}",
+                e.seq_id,
+                hex_of(&expected[..1])
+            );
+        }
+    }
+    Ok(direct.len())
+}
+
+/// VALID, no runtime error, token latencies measured.
+fn check_valid(run: &LoadgenRun) -> Result<()> {
+    run.expect_success()?;
+    let summary = run.summary()?;
+    ensure!(
+        summary.contains("Result is : VALID"),
+        "not VALID:\n{summary}"
+    );
+    let detail = run.detail()?;
+    let errors: Vec<_> = detail_values(&detail, "error_runtime");
+    ensure!(errors.is_empty(), "runtime errors: {errors:?}");
+    // Offline reports tokens per second; the others first-token latency.
+    let key = if summary.contains("Scenario : Offline") {
+        "result_tokens_per_second"
+    } else {
+        "result_first_token_mean_latency_ns"
+    };
+    let value = detail_value(&detail, key)
+        .and_then(|v| v.as_f64())
+        .with_context(|| format!("no {key}"))?;
+    ensure!(value > 0.0, "{key} {value}");
+    Ok(())
+}
+
+/// TEST06's own verification script on the run's accuracy log.
+fn test06(run: &LoadgenRun, dir: &Path, scenario: &str) -> Result<()> {
+    let Some(checkout) = inference_checkout() else {
+        return netdiv_tests::skip_unless_ci("a mlcommons/inference checkout (TEST06)");
+    };
+    let script = checkout.join("compliance/TEST06/run_verification.py");
+    let out = dir.join("test06");
+    let output = std::process::Command::new(python_for_official_tools()?)
+        .arg(&script)
+        .arg("--compliance_dir")
+        .arg(&run.logs)
+        .arg("--output_dir")
+        .arg(&out)
+        .args(["--scenario", scenario, "--dtype", "int32"])
+        .output()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    ensure!(
+        output.status.success() && text.contains("TEST06 verification complete"),
+        "TEST06 failed:\n{text}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(())
+}
+
+/// Each node answered samples (the run record's per-node traffic).
+fn check_both_nodes_served(run: &LoadgenRun) -> Result<()> {
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.logs.join("netdiv_run.json"))?)?;
+    let nodes = record["nodes"]
+        .as_array()
+        .context("no nodes in netdiv_run.json")?;
+    ensure!(nodes.len() == 2, "{} nodes in the run record", nodes.len());
+    for node in nodes {
+        let answered = node["traffic"]["answers"].as_u64().unwrap_or(0);
+        let detail = node["backend_detail"].as_str().unwrap_or_default();
+        ensure!(
+            answered > 0 && node["backend"] == "openai",
+            "a node answered nothing, or not through its engine: {node}"
+        );
+        // Info names the engine's model and version.
+        ensure!(
+            detail.contains("engine=llama.cpp")
+                && detail.contains("model=")
+                && detail.contains(".gguf")
+                && detail.contains("version=llama.cpp b"),
+            "backend_detail {detail:?}"
+        );
+    }
+    Ok(())
+}
+
+fn engines(files: &LlamaFiles) -> Result<[LlamaServer; 2]> {
+    Ok([
+        LlamaServer::start(files, ENGINE_SLOTS)?,
+        LlamaServer::start(files, ENGINE_SLOTS)?,
+    ])
+}
+
+fn two_nodes_run(scenario: &str, transport: &'static str) -> Result<()> {
+    let Some(files) = llama_cpp_files()? else {
+        return Ok(());
+    };
+    let dir = test_dir(&format!("llama-cpp-{scenario}-{transport}"))?;
+    let [a, b] = engines(&files)?;
+    let cluster = start_nodes(&dir, transport, &[&a, &b], &node_config(ANSWER_TOKENS))?;
+    let flags = run_flags(&dir, scenario, &user_conf(), &cluster.loadgen_flags())?;
+    let run = loadgen(&dir, &flags, Duration::from_secs(240))?;
+    check_valid(&run).with_context(|| format!("in {}", dir.display()))?;
+    let prompts = check_answers(&run, &a, scenario != "Offline")?;
+    test06(&run, &dir, scenario)?;
+    check_both_nodes_served(&run)?;
+    eprintln!("{scenario} over {transport}: {prompts} distinct prompts checked against llama.cpp");
+    Ok(())
+}
+
+#[test]
+fn llama_cpp_server_scenario_over_two_nodes_is_valid_and_answers_as_llama_cpp() -> Result<()> {
+    two_nodes_run("Server", "grpc")
+}
+
+#[test]
+fn llama_cpp_offline_over_two_quic_nodes_is_valid_and_answers_as_llama_cpp() -> Result<()> {
+    two_nodes_run("Offline", "quic")
+}
+
+#[test]
+fn an_engine_killed_mid_run_fails_its_samples_and_the_restarted_engine_serves_again() -> Result<()>
+{
+    let Some(files) = llama_cpp_files()? else {
+        return Ok(());
+    };
+    let dir = test_dir("llama-cpp-killed")?;
+    let mut engine = LlamaServer::start(&files, ENGINE_SLOTS)?;
+    // Long answers, so the engine dies in the middle of streams.
+    let mut config = node_config(200);
+    config.openai.first_token_timeout_s = 10.0;
+    config.openai.token_timeout_s = 10.0;
+    let cluster = start_nodes(&dir, "grpc", &[&engine], &config)?;
+    let conf = UserConf::new()
+        .set("*.Offline.target_qps", 20)
+        .set("*.Offline.min_duration", 1000)
+        .set("*.Offline.min_query_count", 200);
+    let flags = run_flags(&dir, "Offline", &conf, &cluster.loadgen_flags())?;
+    let pid = engine.pid();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        // SAFETY: plain syscall on the engine's pid; it is reaped later.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    });
+    let started = Instant::now();
+    let run = loadgen(&dir, &flags, Duration::from_secs(120))?;
+    killer.join().expect("killer thread");
+    ensure!(
+        !run.status.success(),
+        "the run succeeded although its engine was killed:\n{}",
+        run.stderr
+    );
+    let engine_errors = [
+        "the engine's stream broke",
+        "without its last event (truncated)",
+        "cannot reach the engine",
+    ];
+    ensure!(
+        engine_errors.iter().any(|e| run.stderr.contains(e)),
+        "no engine error in loadgen-node's output:\n{}",
+        netdiv_tests::tail(&run.stderr, 30)
+    );
+    eprintln!("the killed run ended after {:?}", started.elapsed());
+    // The node's health follows its engine's: down, then back after the
+    // engine is restarted on the same port.
+    let node = &cluster.nodes[0];
+    wait_for_health(node, ServingStatus::NotServing)?;
+    engine.restart()?;
+    wait_for_health(node, ServingStatus::Serving)?;
+
+    // The same node serves again.
+    let dir2 = dir.join("after-restart");
+    std::fs::create_dir_all(&dir2)?;
+    let conf = UserConf::new()
+        .set("*.Offline.target_qps", 20)
+        .set("*.Offline.min_duration", 500)
+        .set("*.Offline.min_query_count", 40);
+    let flags = run_flags(&dir2, "Offline", &conf, &cluster.loadgen_flags())?;
+    let run = loadgen(&dir2, &flags, Duration::from_secs(120))?;
+    check_valid(&run)
+        .with_context(|| format!("after the engine's restart, in {}", dir2.display()))?;
+    Ok(())
+}
+
+/// Waits (up to 10 s) until the node's gRPC health says `wanted`.
+fn wait_for_health(node: &NodeProcess, wanted: ServingStatus) -> Result<()> {
+    let addr = node.grpc.context("no gRPC address")?;
+    tokio::runtime::Runtime::new()?.block_on(async {
+        let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))?
+            .connect()
+            .await?;
+        let mut health = HealthClient::new(channel);
+        let start = Instant::now();
+        loop {
+            let status = health
+                .check(HealthCheckRequest {
+                    service: "netdiv.v1.SutNode".into(),
+                })
+                .await?
+                .into_inner()
+                .status;
+            if status == wanted as i32 {
+                return Ok(());
+            }
+            ensure!(
+                start.elapsed() < Duration::from_secs(10),
+                "node {} health is {status}, not {wanted:?}, after 10 s",
+                node.name
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}
+
+/// Sends `queries` on one Infer stream; returns every message until each
+/// of `samples` samples has its completion.
+async fn exchange(
+    node: &NodeProcess,
+    queries: Vec<pb::Query>,
+    samples: usize,
+) -> Result<Vec<pb::Completion>> {
+    let mut client = grpc_client(node, ClientCert::None).await?;
+    let (tx, rx) = tokio::sync::mpsc::channel(queries.len().max(1));
+    for q in queries {
+        tx.send(q).await?;
+    }
+    let mut stream = client
+        .infer(versioned(ReceiverStream::new(rx)))
+        .await?
+        .into_inner();
+    let mut got = Vec::new();
+    while got
+        .iter()
+        .filter(|c: &&pb::Completion| !c.first_token)
+        .count()
+        < samples
+    {
+        match tokio::time::timeout(Duration::from_secs(30), stream.next()).await? {
+            Some(batch) => got.extend(batch?.completions),
+            None => break,
+        }
+    }
+    drop(tx);
+    Ok(got)
+}
+
+fn ids_bytes(ids: &[u32]) -> Vec<u8> {
+    ids.iter()
+        .flat_map(|&id| (id as i32).to_le_bytes())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misbehaving_engine_gives_clear_per_sample_errors_and_the_node_keeps_serving(
+) -> Result<()> {
+    let engine = MisbehavingEngine::start()?;
+    let dir = test_dir("misbehaving-engine")?;
+    let mut config = node_config(8);
+    config.openai.first_token_timeout_s = 1.0;
+    config.openai.token_timeout_s = 1.0;
+    let config = write_file(&dir, "sut-node.toml", &node_toml(&config)?)?;
+    let url = engine.url();
+    let args = [
+        "--transport",
+        "grpc",
+        "--config",
+        config.to_str().context("utf-8 path")?,
+        "--engine-url",
+        &url,
+    ];
+    let node = NodeProcess::start("misbehaving-engine", None, &args)?;
+    // Samples whose first ids 100..116 pick each misbehaviour twice.
+    let inputs: Vec<Vec<u8>> = (100u32..116).map(|id| ids_bytes(&[id, 5, 5])).collect();
+    let got = exchange(&node, vec![plain_query(1, 0, &inputs)], inputs.len()).await?;
+    for (i, input) in inputs.iter().enumerate() {
+        let id = 100 + i as u32;
+        let mine: Vec<&pb::Completion> = got.iter().filter(|c| c.response_id == i as u64).collect();
+        let done: Vec<_> = mine.iter().filter(|c| !c.first_token).collect();
+        ensure!(done.len() == 1, "sample {i}: {} completions", done.len());
+        let done = done[0];
+        let behaviour = Misbehaviour::of(id);
+        match behaviour.expected_error() {
+            None => {
+                ensure!(done.error.is_empty(), "sample {i}: {}", done.error);
+                ensure!(
+                    done.data[..] == ids_bytes(&[id + 1, id + 2, id + 3])[..] && done.n_tokens == 3,
+                    "sample {i}: {:?} n_tokens {}",
+                    done.data,
+                    done.n_tokens
+                );
+                let first: Vec<_> = mine.iter().filter(|c| c.first_token).collect();
+                ensure!(
+                    first.len() == 1 && first[0].data[..] == ids_bytes(&[id + 1])[..],
+                    "sample {i}: first tokens {first:?}"
+                );
+            }
+            Some(text) => {
+                ensure!(
+                    done.error.contains(text) && !done.retryable,
+                    "sample {i} ({behaviour:?}, input {input:?}): error {:?} does not say {text:?}",
+                    done.error
+                );
+            }
+        }
+    }
+    // The node still serves: good samples after the bad ones.
+    let good: Vec<Vec<u8>> = (0..4u32).map(|k| ids_bytes(&[200 + 8 * k, 1])).collect();
+    let got = exchange(&node, vec![plain_query(2, 100, &good)], good.len()).await?;
+    let done: Vec<_> = got.iter().filter(|c| !c.first_token).collect();
+    ensure!(
+        done.len() == 4 && done.iter().all(|c| c.error.is_empty() && c.n_tokens == 3),
+        "after the bad samples: {done:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_node_refuses_to_start_without_its_engine_or_with_one_that_gives_no_token_ids() -> Result<()> {
+    let dir = test_dir("engine-refusals")?;
+    let mut config = node_config(8);
+    config.openai.startup_timeout_s = 1.0;
+    let config = write_file(&dir, "sut-node.toml", &node_toml(&config)?)?;
+    let config = config.to_str().context("utf-8 path")?;
+    // Nothing listens: the node waits startup_timeout_s, then says so.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let url = format!("http://{closed}");
+    let args = [
+        "--transport",
+        "grpc",
+        "--config",
+        config,
+        "--engine-url",
+        &url,
+    ];
+    let e = NodeProcess::start("no-engine", None, &args)
+        .err()
+        .context("a node started without its engine")?;
+    let text = format!("{e:#}");
+    ensure!(
+        text.contains("did not answer GET /health within 1 s"),
+        "{text}"
+    );
+    // An engine that answers text only: vLLM's API asked of llama.cpp's
+    // misbehaving double (its /v1/completions is not there).
+    let engine = MisbehavingEngine::start()?;
+    let url = engine.url();
+    let args = [
+        "--transport",
+        "grpc",
+        "--config",
+        config,
+        "--engine-url",
+        &url,
+        "--engine-api",
+        "vllm",
+    ];
+    let e = NodeProcess::start("wrong-api", None, &args)
+        .err()
+        .context("a node started with an engine that gives no token ids")?;
+    let text = format!("{e:#}");
+    ensure!(
+        text.contains("did not stream output token ids for a probe prompt")
+            && text.contains("HTTP 404"),
+        "{text}"
+    );
+    Ok(())
+}
