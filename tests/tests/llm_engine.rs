@@ -502,6 +502,45 @@ async fn a_misbehaving_engine_gives_clear_per_sample_errors_and_the_node_keeps_s
     Ok(())
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_node_declines_with_the_retryable_reply() -> Result<()> {
+    let engine = MisbehavingEngine::start()?;
+    let dir = test_dir("full-engine-node")?;
+    let mut config = node_config(8);
+    config.openai.max_in_flight = 1;
+    config.openai.max_waiting = 1;
+    config.openai.first_token_timeout_s = 2.0;
+    let config = write_file(&dir, "sut-node.toml", &node_toml(&config)?)?;
+    let url = engine.url();
+    let args = [
+        "--transport",
+        "grpc",
+        "--config",
+        config.to_str().context("utf-8 path")?,
+        "--engine-url",
+        &url,
+    ];
+    let node = NodeProcess::start("full-engine-node", None, &args)?;
+    // Stalling prompts (first id 5 mod 8): one open request, one waiting,
+    // the other two declined at once.
+    let stalls: Vec<Vec<u8>> = (0..4u32).map(|k| ids_bytes(&[5 + 8 * k, 1])).collect();
+    let got = exchange(&node, vec![plain_query(1, 0, &stalls)], stalls.len()).await?;
+    let declined: Vec<_> = got.iter().filter(|c| c.retryable).collect();
+    ensure!(
+        declined.len() == 2
+            && declined
+                .iter()
+                .all(|c| c.error.contains("node is full: it holds 2 samples")),
+        "declined: {declined:?}"
+    );
+    let timed_out = got
+        .iter()
+        .filter(|c| !c.retryable && c.error.contains("no first token"))
+        .count();
+    ensure!(timed_out == 2, "{got:?}");
+    Ok(())
+}
+
 #[test]
 fn a_node_refuses_to_start_without_its_engine_or_with_one_that_gives_no_token_ids() -> Result<()> {
     let dir = test_dir("engine-refusals")?;

@@ -17,8 +17,9 @@
 //!   false`; events as vLLM's (it refuses fields it does not know, so it
 //!   gets none of vLLM's).
 //! * SGLang: its native `POST /generate` with `input_ids`; each event's
-//!   `output_ids` holds every id so far (its default; a server started
-//!   with `--incremental-streaming-output` is not supported),
+//!   `output_ids` holds every id so far (its default) or only the new ones
+//!   (`--incremental-streaming-output`), told apart by
+//!   `meta_info.completion_tokens`, which always counts them all;
 //!   `meta_info.finish_reason` is set on the last, then `data: [DONE]`.
 
 use serde::{Deserialize, Serialize};
@@ -109,6 +110,7 @@ pub fn request_body(api: EngineApi, generation: &Generation, prompt: &[u32]) -> 
             "stream": true,
             "detokenize": false,
             "temperature": 0.0,
+            "top_k": 1,
         }),
         EngineApi::Sglang => json!({
             "input_ids": prompt,
@@ -267,6 +269,17 @@ impl StreamReader {
                 let last = value
                     .pointer("/meta_info/finish_reason")
                     .is_some_and(|r| !r.is_null());
+                let counted = value
+                    .pointer("/meta_info/completion_tokens")
+                    .and_then(Value::as_u64);
+                if counted.is_some_and(|n| n as usize != all.len()) {
+                    // Incremental output: only the new ids.
+                    self.received += all.len();
+                    if last {
+                        self.ended = true;
+                    }
+                    return Ok(Event { tokens: all, last });
+                }
                 if all.len() < self.received {
                     return Err(EventError::Shrank {
                         before: self.received,
@@ -422,6 +435,25 @@ mod tests {
                 last: true
             }
         );
+        // --incremental-streaming-output: each event has only new ids.
+        let mut r = StreamReader::new(EngineApi::Sglang);
+        for (event, tokens) in [
+            (
+                r#"{"output_ids":[4],"meta_info":{"completion_tokens":1,"finish_reason":null}}"#,
+                vec![4],
+            ),
+            (
+                r#"{"output_ids":[5,6],"meta_info":{"completion_tokens":3,"finish_reason":null}}"#,
+                vec![5, 6],
+            ),
+            (
+                r#"{"output_ids":[7],"meta_info":{"completion_tokens":4,"finish_reason":{"type":"length"}}}"#,
+                vec![7],
+            ),
+        ] {
+            assert_eq!(r.read(event).unwrap().tokens, tokens, "{event}");
+        }
+        assert!(r.ended());
     }
 
     #[test]

@@ -220,12 +220,14 @@ impl EngineClient {
         })
     }
 
-    /// The engine's version: `/version` (vLLM, SGLang), else llama.cpp's
-    /// build in `/props`.
+    /// The engine's version: `/version` (vLLM, TensorRT-LLM), SGLang's
+    /// `/get_server_info`, else llama.cpp's build in `/props`.
     async fn version(&self) -> Option<String> {
-        if let Ok(v) = self.get_json(&format!("{}/version", self.base)).await {
-            if let Some(version) = v.get("version").and_then(Value::as_str) {
-                return Some(version.to_string());
+        for path in ["/version", "/get_server_info"] {
+            if let Ok(v) = self.get_json(&format!("{}{path}", self.base)).await {
+                if let Some(version) = v.get("version").and_then(Value::as_str) {
+                    return Some(version.to_string());
+                }
             }
         }
         let props = self.get_json(&format!("{}/props", self.base)).await.ok()?;
