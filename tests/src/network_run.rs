@@ -235,3 +235,42 @@ impl BenchClusters {
         }
     }
 }
+
+/// A llama2-70b run of fixed-length synthetic prompts (`prompt_tokens`
+/// int32 ids each, drawn with `seed`, `samples` of them), so a test can
+/// rebuild any sample's ids: `loadgen-node run` flags, with `conf`
+/// written to `dir/user.conf`, then `extra`.
+pub fn llama2_prompt_flags(
+    dir: &Path,
+    scenario: &str,
+    conf: &crate::UserConf,
+    (prompt_tokens, seed, samples): (usize, u64, usize),
+    extra: &[String],
+) -> Result<Vec<String>> {
+    let conf = write_file(dir, "user.conf", &conf.to_string())?;
+    let mut flags: Vec<String> = [
+        "--scenario",
+        scenario,
+        "--benchmark",
+        "llama2-70b",
+        "--sample-shape",
+        &prompt_tokens.to_string(),
+        "--sample-dtype",
+        "int32",
+        "--sample-seed",
+        &seed.to_string(),
+        "--total-sample-count",
+        &samples.to_string(),
+        "--performance-sample-count",
+        &samples.to_string(),
+        "--user-conf",
+        conf.to_str().context("utf-8 path")?,
+        "--progress",
+        "never",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    flags.extend(extra.iter().cloned());
+    Ok(flags)
+}

@@ -241,6 +241,36 @@ pub async fn quic_query(conn: &quinn::Connection, query: pb::Query) -> Result<Ve
     Ok(completions)
 }
 
+/// Sends `queries` on one Infer stream and collects the messages that
+/// come back, in order, until `enough` says so (or the node ends the
+/// stream); each message must come within 30 s.
+pub async fn grpc_collect(
+    node: &NodeProcess,
+    cert: ClientCert,
+    queries: Vec<pb::Query>,
+    enough: impl Fn(&[pb::Completion]) -> bool,
+) -> Result<Vec<pb::Completion>> {
+    use tokio_stream::StreamExt;
+    let mut client = grpc_client(node, cert).await?;
+    let (tx, rx) = tokio::sync::mpsc::channel(queries.len().max(1));
+    for q in queries {
+        tx.send(q).await?;
+    }
+    let mut stream = client
+        .infer(versioned(tokio_stream::wrappers::ReceiverStream::new(rx)))
+        .await?
+        .into_inner();
+    let mut got = Vec::new();
+    while !enough(&got) {
+        match tokio::time::timeout(std::time::Duration::from_secs(30), stream.next()).await? {
+            Some(batch) => got.extend(batch?.completions),
+            None => break,
+        }
+    }
+    drop(tx);
+    Ok(got)
+}
+
 /// A query of plain samples with ids `first..` and the given inputs.
 pub fn plain_query(query_id: u64, first_id: u64, inputs: &[Vec<u8>]) -> pb::Query {
     pb::Query {

@@ -13,8 +13,8 @@ use std::time::Duration;
 use anyhow::{ensure, Context, Result};
 use netdiv_tests::binaries::loadgen_node_official_bin;
 use netdiv_tests::mlperf_logs::{detail_value, detail_values, parse_issued};
-use netdiv_tests::network_run::{loadgen, loadgen_with, Cluster, LoadgenRun};
-use netdiv_tests::{test_dir, write_file, UserConf};
+use netdiv_tests::network_run::{llama2_prompt_flags, loadgen, loadgen_with, Cluster, LoadgenRun};
+use netdiv_tests::{test_dir, UserConf};
 use qdl::samples::{synthetic::synthetic_sample, DType};
 use sut_node::backend::llm::{expected_tokens, LlmConfig};
 use sut_node::config::FileConfig;
@@ -55,34 +55,9 @@ fn user_conf() -> UserConf {
 }
 
 fn run_flags(dir: &Path, scenario: &str, conf: &UserConf, extra: &[String]) -> Result<Vec<String>> {
-    let conf = write_file(dir, "user.conf", &conf.to_string())?;
-    let mut flags: Vec<String> = [
-        "--scenario",
-        scenario,
-        "--benchmark",
-        "llama2-70b",
-        "--sample-shape",
-        &PROMPT_TOKENS.to_string(),
-        "--sample-dtype",
-        "int32",
-        "--sample-seed",
-        &SEED.to_string(),
-        "--total-sample-count",
-        "1024",
-        "--performance-sample-count",
-        "1024",
-        "--user-conf",
-        conf.to_str().context("utf-8 path")?,
-        "--record-issued",
-        "issued.txt",
-        "--progress",
-        "never",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    flags.extend(extra.iter().cloned());
-    Ok(flags)
+    let mut all = vec!["--record-issued".to_string(), "issued.txt".into()];
+    all.extend(extra.iter().cloned());
+    llama2_prompt_flags(dir, scenario, conf, (PROMPT_TOKENS, SEED, 1024), &all)
 }
 
 fn lower_hex(bytes: &[u8]) -> String {

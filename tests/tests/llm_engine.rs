@@ -17,17 +17,15 @@ use netdiv_tests::configs::node_toml;
 use netdiv_tests::llama::{greedy_tokens, llama_cpp_files, LlamaFiles, LlamaServer};
 use netdiv_tests::misbehaving_engine::{MisbehavingEngine, Misbehaviour};
 use netdiv_tests::mlperf_logs::{detail_value, detail_values};
-use netdiv_tests::network_run::{loadgen, Cluster, LoadgenRun};
+use netdiv_tests::network_run::{llama2_prompt_flags, loadgen, Cluster, LoadgenRun};
 use netdiv_tests::python::python_for_official_tools;
 use netdiv_tests::submission::inference_checkout;
-use netdiv_tests::sut_client::{grpc_client, plain_query, versioned, ClientCert, NodeProcess};
+use netdiv_tests::sut_client::{grpc_collect, plain_query, ClientCert, NodeProcess};
 use netdiv_tests::{test_dir, write_file, UserConf};
 use qdl::samples::{synthetic::synthetic_sample, DType};
 use sut_node::backend::openai::OpenaiConfig;
 use sut_node::backend::BackendKind;
 use sut_node::config::FileConfig;
-use tokio_stream::wrappers::ReceiverStream;
-use tokio_stream::StreamExt;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
@@ -104,32 +102,7 @@ fn user_conf() -> UserConf {
 }
 
 fn run_flags(dir: &Path, scenario: &str, conf: &UserConf, extra: &[String]) -> Result<Vec<String>> {
-    let conf = write_file(dir, "user.conf", &conf.to_string())?;
-    let mut flags: Vec<String> = [
-        "--scenario",
-        scenario,
-        "--benchmark",
-        "llama2-70b",
-        "--sample-shape",
-        &PROMPT_TOKENS.to_string(),
-        "--sample-dtype",
-        "int32",
-        "--sample-seed",
-        &SEED.to_string(),
-        "--total-sample-count",
-        "256",
-        "--performance-sample-count",
-        "256",
-        "--user-conf",
-        conf.to_str().context("utf-8 path")?,
-        "--progress",
-        "never",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    flags.extend(extra.iter().cloned());
-    Ok(flags)
+    llama2_prompt_flags(dir, scenario, conf, (PROMPT_TOKENS, SEED, 256), extra)
 }
 
 /// The prompt of sample `index`, as token ids.
@@ -400,36 +373,37 @@ fn wait_for_health(node: &NodeProcess, wanted: ServingStatus) -> Result<()> {
     })
 }
 
-/// Sends `queries` on one Infer stream; returns every message until each
-/// of `samples` samples has its completion.
+/// A gRPC sut-node with `config` in front of the engine at `url`.
+fn engine_node(
+    dir: &Path,
+    name: &str,
+    config: &FileConfig,
+    url: &str,
+    extra: &[&str],
+) -> Result<NodeProcess> {
+    let file = write_file(dir, &format!("{name}.toml"), &node_toml(config)?)?;
+    let mut args = vec![
+        "--transport",
+        "grpc",
+        "--config",
+        file.to_str().context("utf-8 path")?,
+        "--engine-url",
+        url,
+    ];
+    args.extend_from_slice(extra);
+    NodeProcess::start(name, None, &args)
+}
+
+/// Every message until each of `samples` samples has its completion.
 async fn exchange(
     node: &NodeProcess,
     queries: Vec<pb::Query>,
     samples: usize,
 ) -> Result<Vec<pb::Completion>> {
-    let mut client = grpc_client(node, ClientCert::None).await?;
-    let (tx, rx) = tokio::sync::mpsc::channel(queries.len().max(1));
-    for q in queries {
-        tx.send(q).await?;
-    }
-    let mut stream = client
-        .infer(versioned(ReceiverStream::new(rx)))
-        .await?
-        .into_inner();
-    let mut got = Vec::new();
-    while got
-        .iter()
-        .filter(|c: &&pb::Completion| !c.first_token)
-        .count()
-        < samples
-    {
-        match tokio::time::timeout(Duration::from_secs(30), stream.next()).await? {
-            Some(batch) => got.extend(batch?.completions),
-            None => break,
-        }
-    }
-    drop(tx);
-    Ok(got)
+    grpc_collect(node, ClientCert::None, queries, |got| {
+        got.iter().filter(|c| !c.first_token).count() >= samples
+    })
+    .await
 }
 
 fn ids_bytes(ids: &[u32]) -> Vec<u8> {
@@ -446,17 +420,7 @@ async fn a_misbehaving_engine_gives_clear_per_sample_errors_and_the_node_keeps_s
     let mut config = node_config(8);
     config.openai.first_token_timeout_s = 1.0;
     config.openai.token_timeout_s = 1.0;
-    let config = write_file(&dir, "sut-node.toml", &node_toml(&config)?)?;
-    let url = engine.url();
-    let args = [
-        "--transport",
-        "grpc",
-        "--config",
-        config.to_str().context("utf-8 path")?,
-        "--engine-url",
-        &url,
-    ];
-    let node = NodeProcess::start("misbehaving-engine", None, &args)?;
+    let node = engine_node(&dir, "misbehaving-engine", &config, &engine.url(), &[])?;
     // Samples whose first ids 100..116 pick each misbehaviour twice.
     let inputs: Vec<Vec<u8>> = (100u32..116).map(|id| ids_bytes(&[id, 5, 5])).collect();
     let got = exchange(&node, vec![plain_query(1, 0, &inputs)], inputs.len()).await?;
@@ -510,17 +474,7 @@ async fn a_full_node_declines_with_the_retryable_reply() -> Result<()> {
     config.openai.max_in_flight = 1;
     config.openai.max_waiting = 1;
     config.openai.first_token_timeout_s = 2.0;
-    let config = write_file(&dir, "sut-node.toml", &node_toml(&config)?)?;
-    let url = engine.url();
-    let args = [
-        "--transport",
-        "grpc",
-        "--config",
-        config.to_str().context("utf-8 path")?,
-        "--engine-url",
-        &url,
-    ];
-    let node = NodeProcess::start("full-engine-node", None, &args)?;
+    let node = engine_node(&dir, "full-engine-node", &config, &engine.url(), &[])?;
     // Stalling prompts (first id 5 mod 8): one open request, one waiting,
     // the other two declined at once.
     let stalls: Vec<Vec<u8>> = (0..4u32).map(|k| ids_bytes(&[5 + 8 * k, 1])).collect();
@@ -546,20 +500,9 @@ fn a_node_refuses_to_start_without_its_engine_or_with_one_that_gives_no_token_id
     let dir = test_dir("engine-refusals")?;
     let mut config = node_config(8);
     config.openai.startup_timeout_s = 1.0;
-    let config = write_file(&dir, "sut-node.toml", &node_toml(&config)?)?;
-    let config = config.to_str().context("utf-8 path")?;
     // Nothing listens: the node waits startup_timeout_s, then says so.
     let closed = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-    let url = format!("http://{closed}");
-    let args = [
-        "--transport",
-        "grpc",
-        "--config",
-        config,
-        "--engine-url",
-        &url,
-    ];
-    let e = NodeProcess::start("no-engine", None, &args)
+    let e = engine_node(&dir, "no-engine", &config, &format!("http://{closed}"), &[])
         .err()
         .context("a node started without its engine")?;
     let text = format!("{e:#}");
@@ -570,20 +513,15 @@ fn a_node_refuses_to_start_without_its_engine_or_with_one_that_gives_no_token_id
     // An engine that answers text only: vLLM's API asked of llama.cpp's
     // misbehaving double (its /v1/completions is not there).
     let engine = MisbehavingEngine::start()?;
-    let url = engine.url();
-    let args = [
-        "--transport",
-        "grpc",
-        "--config",
-        config,
-        "--engine-url",
-        &url,
-        "--engine-api",
-        "vllm",
-    ];
-    let e = NodeProcess::start("wrong-api", None, &args)
-        .err()
-        .context("a node started with an engine that gives no token ids")?;
+    let e = engine_node(
+        &dir,
+        "wrong-api",
+        &config,
+        &engine.url(),
+        &["--engine-api", "vllm"],
+    )
+    .err()
+    .context("a node started with an engine that gives no token ids")?;
     let text = format!("{e:#}");
     ensure!(
         text.contains("did not stream output token ids for a probe prompt")

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use netdiv_proto::codec::{self, Codec};
 use netdiv_proto::pb::{self, quic_request, quic_response};
 use netdiv_tests::sut_client::{
-    grpc_client, plain_query, quic_connect, quic_query, quic_raw, quic_request, versioned,
-    ClientCert, NodeProcess,
+    grpc_client, grpc_collect, plain_query, quic_connect, quic_query, quic_raw, quic_request,
+    versioned, ClientCert, NodeProcess,
 };
 use netdiv_tests::test_dir;
 use sut_node::backend::llm::expected_tokens;
@@ -42,24 +42,7 @@ async fn grpc_messages(
     queries: Vec<pb::Query>,
     expected: usize,
 ) -> anyhow::Result<Vec<pb::Completion>> {
-    let mut client = grpc_client(node, cert).await?;
-    let (tx, rx) = mpsc::channel(queries.len().max(1));
-    for q in queries {
-        tx.send(q).await?;
-    }
-    let mut stream = client
-        .infer(versioned(ReceiverStream::new(rx)))
-        .await?
-        .into_inner();
-    let mut got = Vec::new();
-    while got.len() < expected {
-        match tokio::time::timeout(Duration::from_secs(20), stream.next()).await? {
-            Some(batch) => got.extend(batch?.completions),
-            None => break,
-        }
-    }
-    drop(tx);
-    Ok(got)
+    grpc_collect(node, cert, queries, |got| got.len() >= expected).await
 }
 
 fn assert_outputs(completions: &[pb::Completion], inputs: &[Vec<u8>], first_id: u64) {
