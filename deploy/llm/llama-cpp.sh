@@ -57,7 +57,11 @@ PY
 }
 
 build_server() {
-  local dest="$cache/$VERSION/llama-server"
+  # Built for this CPU (GGML_NATIVE): the cache key names its instruction
+  # set, so a cache carried to another machine builds again.
+  local cpu
+  cpu="$(uname -m)-$(grep -m1 -E '^(flags|Features)' /proc/cpuinfo | sha256sum | cut -c1-8)"
+  local dest="$cache/$VERSION-$cpu/llama-server"
   if [[ -x "$dest" ]]; then
     echo "$dest"
     return

@@ -27,7 +27,11 @@ fn main() -> std::process::ExitCode {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    match runtime.block_on(run(cli)) {
+    let result = runtime.block_on(run(cli));
+    // A stop while a serving engine was still loading leaves the wait for
+    // it on a blocking thread: do not wait for that thread.
+    runtime.shutdown_background();
+    match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("sut-node: error: {e:#}");

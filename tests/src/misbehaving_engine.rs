@@ -19,10 +19,11 @@ use anyhow::Result;
 use serde_json::{json, Value};
 
 /// What the engine does with a prompt whose first id is `id`: the
-/// behaviour at `id % 8`.
+/// behaviour at `id % 9` of [`Misbehaviour::ALL`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Misbehaviour {
-    /// Three tokens, `id+1`, `id+2`, `id+3`, and a proper end.
+    /// Three tokens, `id+1`, `id+2`, `id+3` (fewer if fewer are asked
+    /// for), and a proper end.
     Good,
     /// One token, then an event that is not JSON.
     Malformed,
@@ -38,21 +39,33 @@ pub enum Misbehaviour {
     Withheld,
     /// An error event after one token.
     ErrorEvent,
+    /// One token more than asked for, and a proper end.
+    TooLong,
 }
 
 impl Misbehaviour {
+    /// Every behaviour, in the order of `id % 9`.
+    pub const ALL: [Misbehaviour; 9] = [
+        Misbehaviour::Good,
+        Misbehaviour::Malformed,
+        Misbehaviour::Truncated,
+        Misbehaviour::ServerError,
+        Misbehaviour::NoTokens,
+        Misbehaviour::Stall,
+        Misbehaviour::Withheld,
+        Misbehaviour::ErrorEvent,
+        Misbehaviour::TooLong,
+    ];
+
     /// What the engine does with a prompt starting with `id`.
     pub fn of(id: u32) -> Misbehaviour {
-        [
-            Misbehaviour::Good,
-            Misbehaviour::Malformed,
-            Misbehaviour::Truncated,
-            Misbehaviour::ServerError,
-            Misbehaviour::NoTokens,
-            Misbehaviour::Stall,
-            Misbehaviour::Withheld,
-            Misbehaviour::ErrorEvent,
-        ][id as usize % 8]
+        Self::ALL[id as usize % Self::ALL.len()]
+    }
+
+    /// The `k`-th first id that gets this behaviour.
+    pub fn id(self, k: u32) -> u32 {
+        let index = Self::ALL.iter().position(|b| *b == self).expect("listed");
+        index as u32 + k * Self::ALL.len() as u32
     }
 
     /// Text the node's per-sample error must hold.
@@ -66,6 +79,7 @@ impl Misbehaviour {
             Misbehaviour::Stall => "no first token from the engine within",
             Misbehaviour::Withheld => "generated 2 token(s) but streamed the ids of 1",
             Misbehaviour::ErrorEvent => "the engine reports an error: out of memory",
+            Misbehaviour::TooLong => "more than max_tokens",
         })
     }
 }
@@ -152,7 +166,8 @@ fn serve(stream: TcpStream) -> Result<()> {
                         .collect()
                 })
                 .unwrap_or_default();
-            complete(&mut out, &prompt)
+            let asked = request["n_predict"].as_u64().unwrap_or(3) as u32;
+            complete(&mut out, &prompt, asked)
         }
         _ => respond_json(&mut out, 404, &json!({"error": {"message": "not found"}})),
     }
@@ -189,7 +204,7 @@ fn end(out: &mut TcpStream, predicted: u32) -> Result<()> {
     )
 }
 
-fn complete(out: &mut TcpStream, prompt: &[u32]) -> Result<()> {
+fn complete(out: &mut TcpStream, prompt: &[u32], asked: u32) -> Result<()> {
     let first = prompt.first().copied().unwrap_or(0);
     let behaviour = if prompt == [1] {
         Misbehaviour::Good
@@ -211,10 +226,17 @@ fn complete(out: &mut TcpStream, prompt: &[u32]) -> Result<()> {
     )?;
     match behaviour {
         Misbehaviour::Good => {
-            for n in 1..=3 {
-                token(out, first + n, n)?;
+            let n = asked.min(3);
+            for k in 1..=n {
+                token(out, first + k, k)?;
             }
-            end(out, 3)
+            end(out, n)
+        }
+        Misbehaviour::TooLong => {
+            for k in 1..=asked + 1 {
+                token(out, first + k, k)?;
+            }
+            end(out, asked + 1)
         }
         Misbehaviour::Malformed => {
             token(out, first + 1, 1)?;

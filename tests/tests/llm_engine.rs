@@ -421,11 +421,15 @@ async fn a_misbehaving_engine_gives_clear_per_sample_errors_and_the_node_keeps_s
     config.openai.first_token_timeout_s = 1.0;
     config.openai.token_timeout_s = 1.0;
     let node = engine_node(&dir, "misbehaving-engine", &config, &engine.url(), &[])?;
-    // Samples whose first ids 100..116 pick each misbehaviour twice.
-    let inputs: Vec<Vec<u8>> = (100u32..116).map(|id| ids_bytes(&[id, 5, 5])).collect();
+    // Each misbehaviour twice.
+    let first_ids: Vec<u32> = Misbehaviour::ALL
+        .iter()
+        .flat_map(|b| [b.id(11), b.id(12)])
+        .collect();
+    let inputs: Vec<Vec<u8>> = first_ids.iter().map(|&id| ids_bytes(&[id, 5, 5])).collect();
     let got = exchange(&node, vec![plain_query(1, 0, &inputs)], inputs.len()).await?;
     for (i, input) in inputs.iter().enumerate() {
-        let id = 100 + i as u32;
+        let id = first_ids[i];
         let mine: Vec<&pb::Completion> = got.iter().filter(|c| c.response_id == i as u64).collect();
         let done: Vec<_> = mine.iter().filter(|c| !c.first_token).collect();
         ensure!(done.len() == 1, "sample {i}: {} completions", done.len());
@@ -456,7 +460,9 @@ async fn a_misbehaving_engine_gives_clear_per_sample_errors_and_the_node_keeps_s
         }
     }
     // The node still serves: good samples after the bad ones.
-    let good: Vec<Vec<u8>> = (0..4u32).map(|k| ids_bytes(&[200 + 8 * k, 1])).collect();
+    let good: Vec<Vec<u8>> = (0..4)
+        .map(|k| ids_bytes(&[Misbehaviour::Good.id(20 + k), 1]))
+        .collect();
     let got = exchange(&node, vec![plain_query(2, 100, &good)], good.len()).await?;
     let done: Vec<_> = got.iter().filter(|c| !c.first_token).collect();
     ensure!(
@@ -475,9 +481,11 @@ async fn a_full_node_declines_with_the_retryable_reply() -> Result<()> {
     config.openai.max_waiting = 1;
     config.openai.first_token_timeout_s = 2.0;
     let node = engine_node(&dir, "full-engine-node", &config, &engine.url(), &[])?;
-    // Stalling prompts (first id 5 mod 8): one open request, one waiting,
-    // the other two declined at once.
-    let stalls: Vec<Vec<u8>> = (0..4u32).map(|k| ids_bytes(&[5 + 8 * k, 1])).collect();
+    // Stalling prompts: one open request, one waiting, the other two
+    // declined at once.
+    let stalls: Vec<Vec<u8>> = (0..4)
+        .map(|k| ids_bytes(&[Misbehaviour::Stall.id(k), 1]))
+        .collect();
     let got = exchange(&node, vec![plain_query(1, 0, &stalls)], stalls.len()).await?;
     let declined: Vec<_> = got.iter().filter(|c| c.retryable).collect();
     ensure!(
@@ -492,6 +500,47 @@ async fn a_full_node_declines_with_the_retryable_reply() -> Result<()> {
         .filter(|c| !c.retryable && c.error.contains("no first token"))
         .count();
     ensure!(timed_out == 2, "{got:?}");
+    Ok(())
+}
+
+#[test]
+fn a_node_waiting_for_its_engine_stops_at_once_on_sigterm() -> Result<()> {
+    let dir = test_dir("engine-wait-stop")?;
+    let config = write_file(&dir, "sut-node.toml", &node_toml(&node_config(8))?)?;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let stderr = dir.join("sut-node.stderr");
+    let mut child = std::process::Command::new(netdiv_tests::sut_node_bin()?)
+        .args(["--name", "waiting", "--transport", "grpc", "--config"])
+        .arg(&config)
+        .args(["--engine-url", &format!("http://{closed}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&stderr)?)
+        .spawn()?;
+    // It waits up to startup_timeout_s (600 s) for the engine ...
+    std::thread::sleep(Duration::from_millis(700));
+    ensure!(
+        child.try_wait()?.is_none(),
+        "the node did not wait for its engine"
+    );
+    // ... unless it is stopped.
+    // SAFETY: plain syscall on our child's pid.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(5) {
+            let _ = child.kill();
+            anyhow::bail!("the node still runs 5 s after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let text = std::fs::read_to_string(&stderr)?;
+    ensure!(
+        !status.success() && text.contains("stopped while the backend was starting"),
+        "{status}: {text}"
+    );
     Ok(())
 }
 

@@ -179,6 +179,9 @@ pub enum EventError {
         /// Ids streamed.
         streamed: usize,
     },
+    /// `[DONE]` before the answer's last event.
+    #[error("the engine's stream ended ([DONE]) after {0} token(s) before its last event")]
+    DoneEarly(usize),
     /// SGLang's cumulative ids that do not extend the ones before.
     #[error("the engine's cumulative output ids shrank from {before} to {now}")]
     Shrank {
@@ -218,11 +221,11 @@ impl StreamReader {
     pub fn read(&mut self, data: &str) -> Result<Event, EventError> {
         let data = data.trim();
         if data == "[DONE]" {
-            self.ended = true;
-            return Ok(Event {
-                tokens: Vec::new(),
-                last: true,
-            });
+            // After the last event only: before it, the answer is cut short.
+            if !self.ended {
+                return Err(EventError::DoneEarly(self.received));
+            }
+            return Ok(Event::default());
         }
         let value: Value = serde_json::from_str(data)
             .map_err(|e| EventError::NotJson(e.to_string(), shorten(data)))?;
@@ -232,6 +235,12 @@ impl StreamReader {
                 .and_then(Value::as_str)
                 .map_or_else(|| error.to_string(), str::to_string);
             return Err(EventError::Engine(message));
+        }
+        // OpenAI-style servers (older vLLM, TensorRT-LLM) send an error
+        // as an object of its own.
+        if value.get("object").and_then(Value::as_str) == Some("error") {
+            let message = value.get("message").and_then(Value::as_str).unwrap_or(data);
+            return Err(EventError::Engine(shorten(message)));
         }
         let event = match self.api {
             EngineApi::LlamaCpp => {
@@ -254,21 +263,33 @@ impl StreamReader {
                     .get("choices")
                     .and_then(|c| c.get(0))
                     .unwrap_or(&Value::Null);
-                if choice.is_null() {
+                if choice.is_null() && value.get("usage").is_some() {
                     // The usage event (stream_options.include_usage).
                     Event::default()
                 } else {
+                    let finish = choice.get("finish_reason").filter(|r| !r.is_null());
+                    if let Some(reason) = finish.filter(|r| r.as_str() == Some("abort")) {
+                        return Err(EventError::Engine(format!(
+                            "it aborted the answer ({reason})"
+                        )));
+                    }
                     Event {
                         tokens: ids(choice, "token_ids", self.api, data)?,
-                        last: choice.get("finish_reason").is_some_and(|r| !r.is_null()),
+                        last: finish.is_some(),
                     }
                 }
             }
             EngineApi::Sglang => {
                 let all = ids(&value, "output_ids", self.api, data)?;
-                let last = value
+                let finish = value
                     .pointer("/meta_info/finish_reason")
-                    .is_some_and(|r| !r.is_null());
+                    .filter(|r| !r.is_null());
+                if let Some(reason) = finish.filter(|r| r["type"] == "abort") {
+                    return Err(EventError::Engine(format!(
+                        "it aborted the answer ({reason})"
+                    )));
+                }
+                let last = finish.is_some();
                 let counted = value
                     .pointer("/meta_info/completion_tokens")
                     .and_then(Value::as_u64);
@@ -419,7 +440,25 @@ mod tests {
             .unwrap()
             .tokens
             .is_empty());
-        assert!(r.read("[DONE]").unwrap().last);
+        assert!(r.read("[DONE]").unwrap().tokens.is_empty());
+        assert!(r.ended());
+        // Cut short: [DONE] first, an abort, an error object, no choices.
+        let mut r = StreamReader::new(EngineApi::Vllm);
+        r.read(r#"{"choices":[{"token_ids":[3],"finish_reason":null}]}"#)
+            .unwrap();
+        assert_eq!(r.read("[DONE]").unwrap_err(), EventError::DoneEarly(1));
+        let e = StreamReader::new(EngineApi::Vllm)
+            .read(r#"{"choices":[{"token_ids":[],"finish_reason":"abort"}]}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("aborted the answer"), "{e}");
+        let e = StreamReader::new(EngineApi::Trtllm)
+            .read(r#"{"object":"error","message":"bad request","code":400}"#)
+            .unwrap_err();
+        assert_eq!(e.to_string(), "the engine reports an error: bad request");
+        let e = StreamReader::new(EngineApi::Vllm)
+            .read(r#"{"id":"x"}"#)
+            .unwrap_err();
+        assert!(matches!(e, EventError::NoTokenIds { .. }), "{e}");
     }
 
     #[test]
@@ -454,6 +493,10 @@ mod tests {
             assert_eq!(r.read(event).unwrap().tokens, tokens, "{event}");
         }
         assert!(r.ended());
+        let e = StreamReader::new(EngineApi::Sglang)
+            .read(r#"{"output_ids":[1],"meta_info":{"finish_reason":{"type":"abort"}}}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("aborted the answer"), "{e}");
     }
 
     #[test]

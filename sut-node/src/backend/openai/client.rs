@@ -66,6 +66,14 @@ pub enum AnswerError {
     /// The stream ended before its last event.
     #[error("the engine's stream ended after {0} token(s) without its last event (truncated)")]
     Truncated(usize),
+    /// More tokens than asked for.
+    #[error("the engine streamed {tokens} tokens, more than max_tokens = {max_tokens}")]
+    TooLong {
+        /// Tokens received.
+        tokens: usize,
+        /// The limit asked.
+        max_tokens: u32,
+    },
     /// The stream ended properly without a single token.
     #[error("the engine's answer has no tokens")]
     NoTokens,
@@ -289,17 +297,18 @@ impl EngineClient {
     ) -> Result<Vec<u32>, AnswerError> {
         let url = format!("{}{}", self.base, self.api.completion_path());
         let body = request_body(self.api, generation, prompt);
-        let first_wait = self.first_token_timeout;
+        // One deadline for the first token, from the request's start.
+        let first_deadline = tokio::time::Instant::now() + self.first_token_timeout;
         let timeout = |tokens: usize| AnswerError::Timeout {
             what: if tokens == 0 { "first token" } else { "event" },
             seconds: if tokens == 0 {
-                first_wait.as_secs_f64()
+                self.first_token_timeout.as_secs_f64()
             } else {
                 self.token_timeout.as_secs_f64()
             },
             tokens,
         };
-        let response = match tokio::time::timeout(first_wait, self.send(&url, &body)).await {
+        let response = match tokio::time::timeout_at(first_deadline, self.send(&url, &body)).await {
             Err(_) => return Err(timeout(0)),
             Ok(Err(e)) => {
                 return Err(AnswerError::Unreachable {
@@ -325,15 +334,15 @@ impl EngineClient {
         let mut reader = StreamReader::new(self.api);
         let mut tokens: Vec<u32> = Vec::new();
         let mut first = Some(first);
-        loop {
-            let wait = if tokens.is_empty() {
-                first_wait
+        while !reader.ended() {
+            let deadline = if tokens.is_empty() {
+                first_deadline
             } else {
-                self.token_timeout
+                tokio::time::Instant::now() + self.token_timeout
             };
-            let event = match tokio::time::timeout(wait, events.next()).await {
+            let event = match tokio::time::timeout_at(deadline, events.next()).await {
                 Err(_) => return Err(timeout(tokens.len())),
-                Ok(None) => break,
+                Ok(None) => return Err(AnswerError::Truncated(tokens.len())),
                 Ok(Some(Err(e))) => {
                     return Err(AnswerError::Broken {
                         tokens: tokens.len(),
@@ -354,15 +363,20 @@ impl EngineClient {
                 }
             }
             tokens.extend(read.tokens);
-            // llama.cpp closes after its last event; the others send
-            // [DONE], which may be read or not.
-            if reader.ended() {
-                break;
+            if tokens.len() > generation.max_tokens as usize {
+                return Err(AnswerError::TooLong {
+                    tokens: tokens.len(),
+                    max_tokens: generation.max_tokens,
+                });
             }
         }
-        if !reader.ended() {
-            return Err(AnswerError::Truncated(tokens.len()));
-        }
+        // The answer is complete; the rest of the body (vLLM's [DONE], the
+        // end of a chunked body) is read apart, so the connection goes back
+        // to the pool without delaying this answer.
+        tokio::spawn(async move {
+            let drained = async { while events.next().await.is_some() {} };
+            let _ = tokio::time::timeout(SMALL_REQUEST_TIMEOUT, drained).await;
+        });
         if tokens.is_empty() {
             return Err(AnswerError::NoTokens);
         }

@@ -31,6 +31,9 @@ use super::llm::{InvalidPrompt, TokenIds};
 /// `NodeInfo.backend` of this backend, and its name in config files.
 pub const KIND: &str = "openai";
 
+/// Largest `max_in_flight`, `max_waiting` and `max_tokens`.
+const MAX_SETTING: usize = 65536;
+
 /// The `[openai]` section: where the engine is and how to ask it.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -155,15 +158,20 @@ impl OpenaiConfig {
             return Err(OpenaiError::BadUrl(url.to_string()));
         }
         let token_ids = self.prompt_ids(benchmark)?;
-        for (field, value) in [
-            ("max_in_flight", self.max_in_flight),
-            ("max_tokens", self.max_tokens.unwrap_or(1) as usize),
+        for (field, value, least) in [
+            ("max_in_flight", self.max_in_flight, 1),
+            ("max_waiting", self.max_waiting, 0),
+            ("max_tokens", self.max_tokens.unwrap_or(1) as usize, 1),
         ] {
-            if value == 0 {
+            if value < least || value > MAX_SETTING {
                 return Err(OpenaiError::Setting {
                     field,
                     value: value.to_string(),
-                    why: "must be at least 1",
+                    why: if least == 0 {
+                        "must be at most 65536"
+                    } else {
+                        "must be between 1 and 65536"
+                    },
                 });
             }
         }
