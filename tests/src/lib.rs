@@ -20,8 +20,9 @@
 //! * [`sut_client`]: a `sut-node` process and minimal gRPC and QUIC
 //!   clients of it;
 //! * [`llama`]: a real llama.cpp server and tiny model for the openai
-//!   backend, and [`misbehaving_engine`], a test-only engine that breaks
-//!   its streams on purpose;
+//!   backend; [`misbehaving_engine`], a test-only engine that breaks its
+//!   streams on purpose, and [`counting_engine`], one that answers well
+//!   over HTTP/1.1 or HTTP/2 and counts requests and connections;
 //! * [`bench`](mod@bench): what the benchmark binaries share;
 //! * [`text`]: the end of an output for a message, and an edit that must
 //!   match exactly once.
@@ -33,6 +34,7 @@
 pub mod bench;
 pub mod binaries;
 pub mod configs;
+pub mod counting_engine;
 pub mod engines;
 pub mod files;
 pub mod llama;

@@ -12,8 +12,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
+use axum::http::Version;
 use netdiv_proto::pb;
 use netdiv_tests::configs::node_toml;
+use netdiv_tests::counting_engine::CountingEngine;
 use netdiv_tests::llama::{greedy_tokens, llama_cpp_files, LlamaFiles, LlamaServer};
 use netdiv_tests::misbehaving_engine::{MisbehavingEngine, Misbehaviour};
 use netdiv_tests::mlperf_logs::{detail_value, detail_values};
@@ -500,6 +502,55 @@ async fn a_full_node_declines_with_the_retryable_reply() -> Result<()> {
         .filter(|c| !c.retryable && c.error.contains("no first token"))
         .count();
     ensure!(timed_out == 2, "{got:?}");
+    Ok(())
+}
+
+/// Both HTTP versions: every request on the version configured, and the
+/// connections kept alive and reused (HTTP/2: all on one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_use_the_configured_http_version_on_reused_connections() -> Result<()> {
+    const SAMPLES: u32 = 40;
+    for http2 in [false, true] {
+        let engine = CountingEngine::start()?;
+        let dir = test_dir(&format!("counting-engine-h{}", if http2 { 2 } else { 1 }))?;
+        let mut config = node_config(8);
+        config.openai.http2 = http2;
+        config.openai.max_in_flight = 4;
+        let node = engine_node(&dir, "counting", &config, &engine.url(), &[])?;
+        let inputs: Vec<Vec<u8>> = (0..SAMPLES).map(|k| ids_bytes(&[9 * k, 1])).collect();
+        // Queries one after another, so connections go idle in between.
+        for (q, chunk) in inputs.chunks(4).enumerate() {
+            let first_id = 4 * q as u64;
+            let got = exchange(
+                &node,
+                vec![plain_query(q as u64, first_id, chunk)],
+                chunk.len(),
+            )
+            .await?;
+            let done: Vec<_> = got.iter().filter(|c| !c.first_token).collect();
+            ensure!(
+                done.iter().all(|c| c.error.is_empty() && c.n_tokens == 3),
+                "{done:?}"
+            );
+        }
+        let (versions, connections) = engine.seen();
+        let wanted = if http2 {
+            Version::HTTP_2
+        } else {
+            Version::HTTP_11
+        };
+        // The probe at start, then one request per sample.
+        ensure!(
+            versions.len() == SAMPLES as usize + 1 && versions.iter().all(|v| *v == wanted),
+            "http2 = {http2}: {versions:?}"
+        );
+        let most = if http2 { 1 } else { 5 };
+        ensure!(
+            connections <= most,
+            "http2 = {http2}: {} requests on {connections} connections (at most {most})",
+            versions.len()
+        );
+    }
     Ok(())
 }
 
