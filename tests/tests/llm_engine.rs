@@ -14,16 +14,17 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context, Result};
 use axum::http::Version;
 use netdiv_proto::pb;
+use netdiv_tests::binaries::loadgen_node_official_bin;
 use netdiv_tests::configs::node_toml;
 use netdiv_tests::counting_engine::CountingEngine;
 use netdiv_tests::llama::{greedy_tokens, llama_cpp_files, LlamaFiles, LlamaServer};
 use netdiv_tests::misbehaving_engine::{MisbehavingEngine, Misbehaviour};
 use netdiv_tests::mlperf_logs::{detail_value, detail_values};
-use netdiv_tests::network_run::{llama2_prompt_flags, loadgen, Cluster, LoadgenRun};
+use netdiv_tests::network_run::{llama2_prompt_flags, loadgen, loadgen_with, Cluster, LoadgenRun};
 use netdiv_tests::python::python_for_official_tools;
 use netdiv_tests::submission::inference_checkout;
 use netdiv_tests::sut_client::{grpc_collect, plain_query, ClientCert, NodeProcess};
-use netdiv_tests::{test_dir, write_file, UserConf};
+use netdiv_tests::{loadgen_node_bin, test_dir, write_file, UserConf};
 use qdl::samples::{synthetic::synthetic_sample, DType};
 use sut_node::backend::openai::OpenaiConfig;
 use sut_node::backend::BackendKind;
@@ -254,15 +255,36 @@ fn engines(files: &LlamaFiles) -> Result<[LlamaServer; 2]> {
     ])
 }
 
-fn two_nodes_run(scenario: &str, transport: &'static str) -> Result<()> {
+/// Which LoadGen measures a run.
+#[derive(Clone, Copy, PartialEq)]
+enum Engine {
+    Ours,
+    /// The official C++ LoadGen, as a submission must use.
+    Official,
+}
+
+fn two_nodes_run(scenario: &str, transport: &'static str, loadgen_engine: Engine) -> Result<()> {
     let Some(files) = llama_cpp_files()? else {
         return Ok(());
     };
-    let dir = test_dir(&format!("llama-cpp-{scenario}-{transport}"))?;
+    let official = loadgen_engine == Engine::Official;
+    let dir = test_dir(&format!(
+        "llama-cpp-{scenario}-{transport}{}",
+        if official { "-official" } else { "" }
+    ))?;
     let [a, b] = engines(&files)?;
     let cluster = start_nodes(&dir, transport, &[&a, &b], &node_config(ANSWER_TOKENS))?;
-    let flags = run_flags(&dir, scenario, &user_conf(), &cluster.loadgen_flags())?;
-    let run = loadgen(&dir, &flags, Duration::from_secs(240))?;
+    let mut extra = cluster.loadgen_flags();
+    if official {
+        extra.extend(["--loadgen".into(), "official".into()]);
+    }
+    let flags = run_flags(&dir, scenario, &user_conf(), &extra)?;
+    let program = if official {
+        loadgen_node_official_bin()?
+    } else {
+        loadgen_node_bin()?
+    };
+    let run = loadgen_with(&program, &dir, &flags, Duration::from_secs(240))?;
     check_valid(&run).with_context(|| format!("in {}", dir.display()))?;
     let prompts = check_answers(&run, &a, scenario != "Offline")?;
     test06(&run, &dir, scenario)?;
@@ -273,12 +295,18 @@ fn two_nodes_run(scenario: &str, transport: &'static str) -> Result<()> {
 
 #[test]
 fn llama_cpp_server_scenario_over_two_nodes_is_valid_and_answers_as_llama_cpp() -> Result<()> {
-    two_nodes_run("Server", "grpc")
+    two_nodes_run("Server", "grpc", Engine::Ours)
+}
+
+#[test]
+fn llama_cpp_server_scenario_under_the_official_loadgen_is_valid_and_answers_as_llama_cpp(
+) -> Result<()> {
+    two_nodes_run("Server", "grpc", Engine::Official)
 }
 
 #[test]
 fn llama_cpp_offline_over_two_quic_nodes_is_valid_and_answers_as_llama_cpp() -> Result<()> {
-    two_nodes_run("Offline", "quic")
+    two_nodes_run("Offline", "quic", Engine::Ours)
 }
 
 #[test]
