@@ -118,6 +118,22 @@ impl LoadgenRun {
         parse_accuracy(&self.read("mlperf_log_accuracy.json")?)
     }
 
+    /// The summary and the detail log of a successful, VALID run without a
+    /// runtime error; fails naming what is wrong otherwise.
+    pub fn expect_valid(&self) -> Result<(String, Vec<(String, Value)>)> {
+        self.expect_success()?;
+        let summary = self.summary()?;
+        if !summary.contains("Result is : VALID") {
+            bail!("not VALID:\n{summary}");
+        }
+        let detail = self.detail()?;
+        let errors = crate::mlperf_logs::detail_values(&detail, "error_runtime");
+        if !errors.is_empty() {
+            bail!("runtime errors: {errors:?}");
+        }
+        Ok((summary, detail))
+    }
+
     /// Fails with the end of stderr unless the process exited with 0.
     pub fn expect_success(&self) -> Result<&Self> {
         if !self.status.success() {

@@ -110,15 +110,7 @@ fn check_tokens(run: &LoadgenRun, dir: &Path, first_tokens: bool) -> Result<()> 
 
 /// VALID, no runtime error, token results in the detail log.
 fn check_valid_token_run(run: &LoadgenRun) -> Result<f64> {
-    run.expect_success()?;
-    let summary = run.summary()?;
-    ensure!(
-        summary.contains("Result is : VALID"),
-        "not VALID:\n{summary}"
-    );
-    let detail = run.detail()?;
-    let errors: Vec<_> = detail_values(&detail, "error_runtime");
-    ensure!(errors.is_empty(), "runtime errors: {errors:?}");
+    let (_, detail) = run.expect_valid()?;
     let ttft = detail_value(&detail, "result_first_token_50.00_percentile_latency_ns")
         .and_then(|v| v.as_f64())
         .context("no result_first_token_50.00_percentile_latency_ns")?;

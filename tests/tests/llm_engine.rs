@@ -19,7 +19,7 @@ use netdiv_tests::configs::node_toml;
 use netdiv_tests::counting_engine::CountingEngine;
 use netdiv_tests::llama::{greedy_tokens, llama_cpp_files, LlamaFiles, LlamaServer};
 use netdiv_tests::misbehaving_engine::{MisbehavingEngine, Misbehaviour};
-use netdiv_tests::mlperf_logs::{detail_value, detail_values};
+use netdiv_tests::mlperf_logs::detail_value;
 use netdiv_tests::network_run::{llama2_prompt_flags, loadgen, loadgen_with, Cluster, LoadgenRun};
 use netdiv_tests::python::python_for_official_tools;
 use netdiv_tests::submission::inference_checkout;
@@ -175,15 +175,7 @@ fn check_answers(run: &LoadgenRun, engine: &LlamaServer, first_tokens: bool) -> 
 
 /// VALID, no runtime error, token latencies measured.
 fn check_valid(run: &LoadgenRun) -> Result<()> {
-    run.expect_success()?;
-    let summary = run.summary()?;
-    ensure!(
-        summary.contains("Result is : VALID"),
-        "not VALID:\n{summary}"
-    );
-    let detail = run.detail()?;
-    let errors: Vec<_> = detail_values(&detail, "error_runtime");
-    ensure!(errors.is_empty(), "runtime errors: {errors:?}");
+    let (summary, detail) = run.expect_valid()?;
     // Offline reports tokens per second; the others first-token latency.
     let key = if summary.contains("Scenario : Offline") {
         "result_tokens_per_second"
