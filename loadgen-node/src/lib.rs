@@ -16,6 +16,10 @@
 //! The engine knows nothing of networks; the network is the `qdl` crate's,
 //! behind [`sut::network`].
 
+// Library crates never print: diagnostics are `tracing` events, and the
+// binaries decide where they go (netdiv_proto::logging).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod engine;
 pub mod round;
 pub mod sut;

@@ -11,6 +11,10 @@ use cli::args::{Cli, Command};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(e) = netdiv_proto::logging::init(&cli.log, "loadgen-node") {
+        eprintln!("loadgen-node: error: {e}");
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Run(args) => cli::run::command(&args),
         Command::Sysdesc(args) => cli::sysdesc::command(&args),

@@ -15,14 +15,20 @@
 //! * [`codec`]: encoding and size-limited decoding;
 //! * [`dtype`]: tensor element types, as numpy names them;
 //! * [`framing`]: QUIC's length-prefixed frames;
+//! * [`logging`]: the diagnostics setup every netdiv binary shares;
 //! * [`sample`]: samples and completions checked at the edge;
 //! * [`transport`]: limits, windows, keep-alives and timeouts.
+
+// Library crates never print: diagnostics are `tracing` events, and the
+// binaries decide where they go (netdiv_proto::logging).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod bandwidth;
 pub mod benchmark;
 pub mod codec;
 pub mod dtype;
 pub mod framing;
+pub mod logging;
 pub mod sample;
 pub mod transport;
 

@@ -23,6 +23,10 @@
 //! Benchmarks, codecs and wire limits come from `netdiv-proto`, shared with
 //! the sut-node.
 
+// Library crates never print: diagnostics are `tracing` events, and the
+// binaries decide where they go (netdiv_proto::logging).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod dispatch;
 pub mod link;
 pub mod name;

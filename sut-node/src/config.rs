@@ -44,6 +44,14 @@ pub struct Cli {
     /// This node's name; unique among the nodes of a SUT.
     #[arg(long)]
     pub name: String,
+    /// Once listening, write FILE (atomically): one JSON object with the
+    /// node's name, its gRPC and QUIC addresses, TLS mode, backend and
+    /// process id, for scripts and tests that start a node on port 0.
+    #[arg(long, value_name = "FILE")]
+    pub ready_file: Option<PathBuf>,
+    /// Diagnostics: --log-level and --log-format.
+    #[command(flatten)]
+    pub log: netdiv_proto::logging::LogArgs,
     /// What runs the model [default: the config file's `backend`, else
     /// synthetic]. For a benchmark that measures token latencies (the
     /// LLMs, Whisper) synthetic is the LLM cost model (`[llm]`, the --llm-*

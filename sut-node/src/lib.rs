@@ -11,6 +11,10 @@
 //! ([`notify`]). It knows nothing of LoadGen
 //! internals: samples arrive as response ids and bytes.
 
+// Library crates never print: diagnostics are `tracing` events, and the
+// binaries decide where they go (netdiv_proto::logging).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod backend;
 pub mod batcher;
 pub mod config;

@@ -1,8 +1,8 @@
 //! `sut-node`: the SUT-side daemon. Its life in four steps: start the node
 //! core, start the servers, report ready, and on SIGTERM drain and close.
 
-use std::io::Write;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
@@ -23,6 +23,11 @@ const HEALTH_SERVICE: &str = "netdiv.v1.SutNode";
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    let identifier = format!("sut-node-{}", cli.name);
+    if let Err(e) = netdiv_proto::logging::init(&cli.log, &identifier) {
+        eprintln!("sut-node: error: {e}");
+        return std::process::ExitCode::from(2);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -34,7 +39,7 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("sut-node: error: {e:#}");
+            tracing::error!("{e:#}");
             std::process::ExitCode::FAILURE
         }
     }
@@ -117,7 +122,7 @@ async fn run(cli: Cli) -> Result<()> {
         task.abort();
     }
     drain_and_close(&node, servers).await;
-    eprintln!("sut-node {}: stopped", node.settings().name);
+    tracing::info!(node = %node.settings().name, event = "stopped", "stopped");
     Ok(())
 }
 
@@ -184,14 +189,11 @@ fn watch_engine_health(node: &Arc<Node>, health: HealthReporter) -> Option<JoinH
                 .unwrap_or(false);
             if healthy != serving {
                 serving = healthy;
-                eprintln!(
-                    "sut-node {name}: the serving engine is {}",
-                    if healthy {
-                        "healthy again"
-                    } else {
-                        "not answering /health"
-                    }
-                );
+                if healthy {
+                    tracing::info!(node = %name, engine_healthy = true, "the serving engine is healthy again");
+                } else {
+                    tracing::warn!(node = %name, engine_healthy = false, "the serving engine is not answering /health");
+                }
                 let status = if healthy {
                     ServingStatus::Serving
                 } else {
@@ -203,7 +205,8 @@ fn watch_engine_health(node: &Arc<Node>, health: HealthReporter) -> Option<JoinH
     }))
 }
 
-/// The addresses on stdout (scripts read them) and READY=1 to systemd.
+/// Readiness, for whoever waits on it: the `--ready-file` (JSON) for
+/// scripts and tests, READY=1 for systemd, and a log event for people.
 fn report_ready(
     config: &NodeConfig,
     tls: Option<&TlsFiles>,
@@ -212,27 +215,52 @@ fn report_ready(
 ) -> Result<()> {
     let show = |a: Option<SocketAddr>| a.map_or("off".to_string(), |a| a.to_string());
     let name = &config.cli.name;
-    println!(
-        "sut-node {name} listening grpc={} quic={} tls={} backend={}",
-        show(servers.grpc),
-        show(servers.quic),
-        match tls {
-            None => "off",
-            Some(t) if t.client_ca.is_some() => "mtls",
-            Some(_) => "on",
-        },
-        node.info(Vec::new()).backend_detail
+    let tls_mode = match tls {
+        None => "off",
+        Some(t) if t.client_ca.is_some() => "mtls",
+        Some(_) => "on",
+    };
+    let backend = node.info(Vec::new()).backend_detail;
+    if let Some(path) = &config.cli.ready_file {
+        let ready = serde_json::json!({
+            "name": name,
+            "grpc": servers.grpc.map(|a| a.to_string()),
+            "quic": servers.quic.map(|a| a.to_string()),
+            "tls": tls_mode,
+            "backend": backend,
+            "pid": std::process::id(),
+        });
+        write_atomically(path, &(ready.to_string() + "\n"))?;
+    }
+    tracing::info!(
+        node = %name,
+        event = "ready",
+        grpc = %show(servers.grpc),
+        quic = %show(servers.quic),
+        tls = tls_mode,
+        backend = %backend,
+        "listening"
     );
-    std::io::stdout().flush()?;
     let status = format!(
         "READY=1\nSTATUS=listening grpc={} quic={}",
         show(servers.grpc),
         show(servers.quic)
     );
     if let Err(e) = sut_node::notify::notify(&status) {
-        eprintln!("sut-node {name}: cannot notify the service manager: {e}");
+        tracing::warn!(node = %name, "cannot notify the service manager: {e}");
     }
     Ok(())
+}
+
+/// Writes `text` to `path` through a temporary file in the same folder,
+/// so a reader sees nothing or all of it.
+fn write_atomically(path: &Path, text: &str) -> Result<()> {
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(".partial");
+    std::fs::write(&temporary, text)
+        .with_context(|| format!("cannot write --ready-file {}", path.display()))?;
+    std::fs::rename(&temporary, path)
+        .with_context(|| format!("cannot write --ready-file {}", path.display()))
 }
 
 /// Stops taking samples (declined as retryable, so the QDL sends them
@@ -241,7 +269,7 @@ fn report_ready(
 async fn drain_and_close(node: &Node, servers: Servers) {
     let name = &node.settings().name;
     let _ = sut_node::notify::notify("STOPPING=1\nSTATUS=draining in-flight samples");
-    eprintln!("sut-node {name}: shutting down, draining in-flight samples");
+    tracing::info!(node = %name, event = "draining", "shutting down, draining in-flight samples");
     servers
         .health
         .set_service_status(HEALTH_SERVICE, ServingStatus::NotServing)
@@ -251,8 +279,9 @@ async fn drain_and_close(node: &Node, servers: Servers) {
         .await
         .is_err()
     {
-        eprintln!(
-            "sut-node {name}: samples still in flight after {NODE_DRAIN_TIMEOUT:?}; stopping anyway"
+        tracing::warn!(
+            node = %name,
+            "samples still in flight after {NODE_DRAIN_TIMEOUT:?}; stopping anyway"
         );
     }
     servers.closing.send_replace(true);

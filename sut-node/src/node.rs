@@ -240,7 +240,11 @@ impl Node {
             }
             TokenEvent::Failed { item, error } => {
                 let message = format!("sample {}: {error}", item.response_id);
-                eprintln!("sut-node {}: {message}", self.settings.name);
+                tracing::warn!(
+                    node = %self.settings.name,
+                    response_id = item.response_id,
+                    "sample failed: {error}"
+                );
                 let _ = item
                     .reply
                     .send(failed_completion(item.response_id, message));
@@ -310,9 +314,11 @@ impl Node {
                     }
                 }
                 Err(e) => {
-                    eprintln!(
-                        "sut-node {}: query {}: {e}",
-                        self.settings.name, query.query_id
+                    tracing::warn!(
+                        node = %self.settings.name,
+                        query_id = query.query_id,
+                        response_id = id,
+                        "sample refused: {e}"
                     );
                     let _ = reply.send(failed_completion(id, e.to_string()));
                 }

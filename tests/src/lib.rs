@@ -38,6 +38,7 @@ pub mod counting_engine;
 pub mod engines;
 pub mod files;
 pub mod llama;
+pub mod log_records;
 pub mod misbehaving_engine;
 pub mod mlperf_logs;
 pub mod netns;

@@ -118,6 +118,11 @@ impl LoadgenRun {
         parse_accuracy(&self.read("mlperf_log_accuracy.json")?)
     }
 
+    /// The run's log records (it runs with `--log-format json`).
+    pub fn events(&self) -> Vec<Value> {
+        crate::log_records::parse(&self.stderr)
+    }
+
     /// The summary and the detail log of a successful, VALID run without a
     /// runtime error; fails naming what is wrong otherwise.
     pub fn expect_valid(&self) -> Result<(String, Vec<(String, Value)>)> {
@@ -168,6 +173,7 @@ pub fn loadgen_with(
     command
         .current_dir(dir)
         .arg("run")
+        .args(["--log-format", "json"])
         .args(args)
         .arg("--output")
         .arg(&logs)

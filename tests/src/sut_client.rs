@@ -23,14 +23,18 @@ pub struct NodeProcess {
     pub quic: Option<SocketAddr>,
     /// The --dev-tls directory, when TLS is on.
     pub certs: Option<PathBuf>,
-    /// The node's stderr, a file removed with the node (see
-    /// [`crate::files::test_file`]).
+    /// The node's stderr (JSON log records), a file removed with the node
+    /// (see [`crate::files::test_file`]).
     stderr: tempfile::TempPath,
 }
 
+/// How long a node may take to report ready (a node in front of a
+/// serving engine waits for the engine first).
+const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
 impl NodeProcess {
-    /// Starts `sut-node --name NAME ARGS...` and waits for its
-    /// "listening" line. `certs` adds `--dev-tls certs`.
+    /// Starts `sut-node --name NAME ARGS...` and waits until it is ready
+    /// (its `--ready-file`). `certs` adds `--dev-tls certs`.
     pub fn start(name: &str, certs: Option<&Path>, args: &[&str]) -> Result<NodeProcess> {
         let mut all = vec!["--listen", "127.0.0.1:0"];
         all.extend_from_slice(args);
@@ -47,6 +51,10 @@ impl NodeProcess {
     ) -> Result<NodeProcess> {
         let bin = crate::sut_node_bin()?;
         let stderr_file = crate::files::test_file(&format!("sut-node-{name}"), ".stderr")?;
+        let ready_file =
+            crate::files::test_file(&format!("sut-node-{name}"), ".ready.json")?.into_temp_path();
+        // The node writes it once listening; it must not exist before.
+        std::fs::remove_file(&ready_file)?;
         let mut cmd = match netns {
             Some(ns) => {
                 let mut cmd = Command::new("ip");
@@ -55,39 +63,34 @@ impl NodeProcess {
             }
             None => Command::new(&bin),
         };
-        cmd.args(["--name", name]).args(args);
+        cmd.args(["--name", name, "--log-format", "json", "--ready-file"])
+            .arg(&ready_file)
+            .args(args);
         if let Some(dir) = certs {
             cmd.arg("--dev-tls").arg(dir);
         }
         let mut child = cmd
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
+            .stdout(Stdio::null())
             .stderr(stderr_file.reopen()?)
             .spawn()
             .with_context(|| format!("cannot start {}", bin.display()))?;
-        let stdout = child.stdout.take().expect("piped stdout");
-        let line = {
-            use std::io::BufRead;
-            let mut line = String::new();
-            std::io::BufReader::new(stdout).read_line(&mut line)?;
-            line
+        let ready = match wait_ready(&mut child, &ready_file) {
+            Ok(ready) => ready,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!(
+                    "sut-node {name} did not start: {e:#}\n{}",
+                    std::fs::read_to_string(stderr_file.path()).unwrap_or_default()
+                );
+            }
         };
-        if !line.contains(" listening ") {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!(
-                "sut-node {name} did not start: {line:?}\n{}",
-                std::fs::read_to_string(stderr_file.path()).unwrap_or_default()
-            );
-        }
-        let field = |key: &str| -> Option<SocketAddr> {
-            line.split_whitespace()
-                .find_map(|w| w.strip_prefix(key))
-                .and_then(|v| v.parse().ok())
-        };
+        let address =
+            |key: &str| -> Option<SocketAddr> { ready[key].as_str().and_then(|v| v.parse().ok()) };
         Ok(NodeProcess {
-            grpc: field("grpc="),
-            quic: field("quic="),
+            grpc: address("grpc"),
+            quic: address("quic"),
             name: name.to_string(),
             certs: certs.map(Path::to_path_buf),
             child,
@@ -98,6 +101,29 @@ impl NodeProcess {
     /// What the node wrote to stderr so far.
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// The node's log records so far (its `--log-format json` lines).
+    pub fn events(&self) -> Vec<serde_json::Value> {
+        crate::log_records::parse(&self.stderr())
+    }
+}
+
+/// Waits for the node's ready file (JSON) while the node runs.
+fn wait_ready(child: &mut Child, path: &Path) -> Result<serde_json::Value> {
+    let started = std::time::Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            return serde_json::from_str(&text)
+                .with_context(|| format!("ready file {} holds {text:?}", path.display()));
+        }
+        if let Some(status) = child.try_wait()? {
+            bail!("it exited ({status}) before it was ready");
+        }
+        if started.elapsed() > READY_TIMEOUT {
+            bail!("not ready after {READY_TIMEOUT:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
 

@@ -271,7 +271,7 @@ fn compose_lab_completes_every_sample_once_while_a_node_is_stopped_or_killed() -
     check_lab_run(&killed)?;
     let loadgen_err = std::fs::read_to_string(killed.output.join("loadgen.stderr"))?;
     ensure!(
-        loadgen_err.contains("qdl: node quic://sut-node-3"),
+        loadgen_err.contains("node=quic://sut-node-3") && loadgen_err.contains("node_failed"),
         "the LoadGen node did not report losing sut-node-3:\n{}",
         tail(&loadgen_err, 10)
     );

@@ -163,10 +163,11 @@ fn stray_first_tokens_and_second_completions_are_dropped_not_counted() -> Result
     // count is read as the run ends, so the last sample's may still be on
     // their way).
     let issued = parse_issued(&std::fs::read_to_string(dir.join("issued.txt"))?)?;
-    let dropped: usize = run
-        .stderr
-        .split_once(" first tokens were dropped")
-        .and_then(|(before, _)| before.rsplit(' ').next()?.parse().ok())
+    let dropped = run
+        .events()
+        .iter()
+        .find_map(|r| r["late_first_tokens"].as_u64())
+        .map(|n| n as usize)
         .with_context(|| format!("no count of dropped first tokens in:\n{}", run.stderr))?;
     let expected = 2 * issued.len();
     ensure!(

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
 use netdiv_proto::pb;
+use netdiv_tests::log_records;
 use netdiv_tests::mlperf_logs::{detail_value, parse_issued};
 use netdiv_tests::network_run::{loadgen, Cluster, LoadgenRun};
 use netdiv_tests::sut_client::{grpc_client, versioned, ClientCert};
@@ -288,8 +289,10 @@ fn survive_a_killed_node(transport: &'static str, scenario: &str) -> Result<()> 
     let run = loadgen(&dir, &flags, Duration::from_secs(120))?;
     killer.join().expect("killer thread");
     run.expect_success()?;
+    let events = run.events();
     ensure!(
-        run.stderr.contains("qdl: node") && run.stderr.contains("1 node(s) failed during the run"),
+        log_records::with_event(&events, "node_failed").len() == 1
+            && events.iter().any(|r| r["nodes_failed"] == 1),
         "the node failure was not noticed mid-run:\n{}",
         run.stderr
     );

@@ -145,6 +145,8 @@ fn submission_args(kit: &Kit, benchmark: &str, round: &str) -> Vec<String> {
         "submission",
         "--progress",
         "never",
+        "--log-format",
+        "json",
     ]
     .map(String::from)
     .into_iter()
@@ -550,6 +552,8 @@ fn submission_mode_run(args: &[String]) -> Result<(bool, String, netdiv_tests::T
         "Offline",
         "--progress",
         "never",
+        "--log-format",
+        "json",
     ]
     .map(String::from)
     .to_vec();
@@ -650,12 +654,16 @@ fn submission_mode_ends_the_run_when_a_node_is_lost() -> Result<()> {
         "{stderr}"
     );
     // The record says which node failed, and why.
-    let record_path = stderr
-        .lines()
-        .find_map(|l| l.strip_prefix("loadgen-node: run record: "))
+    let records = netdiv_tests::log_records::parse(&stderr);
+    let record_path = records
+        .iter()
+        .find_map(|r| {
+            r["path"]
+                .as_str()
+                .filter(|p| p.ends_with("netdiv_run.json"))
+        })
         .context("the run names its record")?;
-    let record: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(record_path.trim())?)?;
+    let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(record_path)?)?;
     let failed: Vec<&serde_json::Value> = record["nodes"]
         .as_array()
         .expect("nodes")

@@ -20,6 +20,8 @@ use qdl::samples::DType;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    #[command(flatten)]
+    pub log: netdiv_proto::logging::LogArgs,
 }
 
 #[derive(Debug, Subcommand)]

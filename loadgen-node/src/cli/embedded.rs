@@ -3,7 +3,6 @@
 //! Offline and Server test through the QDL, prints each summary and where
 //! its logs are, and stops the nodes.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -33,6 +32,9 @@ impl LocalNode {
         config: &Path,
         log: &Path,
     ) -> Result<LocalNode> {
+        let ready_file = log.with_extension("ready.json");
+        // The node writes it once listening: a stale one would mislead.
+        let _ = std::fs::remove_file(&ready_file);
         let mut child = Command::new(program)
             .args([
                 "--name",
@@ -43,44 +45,55 @@ impl LocalNode {
                 "127.0.0.1:0",
                 "--transport",
                 "grpc",
+                "--log-format",
+                "text",
             ])
             .arg("--config")
             .arg(config)
+            .arg("--ready-file")
+            .arg(&ready_file)
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
+            .stdout(Stdio::null())
             .stderr(
                 std::fs::File::create(log)
                     .with_context(|| format!("cannot create {}", log.display()))?,
             )
             .spawn()
             .with_context(|| format!("cannot start {}", program.display()))?;
-        let stdout = child.stdout.take().expect("piped");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
+        let ready = wait_ready(&mut child, &ready_file);
         let mut node = LocalNode {
             child,
             url: "grpc://127.0.0.1:1".parse().expect("placeholder"),
         };
-        let line = rx.recv_timeout(Duration::from_secs(20)).unwrap_or_default();
-        let addr = line
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("grpc="))
-            .ok_or_else(|| {
-                anyhow!(
-                    "sut-node {name} did not start (see {}): {}",
-                    log.display(),
-                    std::fs::read_to_string(log).unwrap_or_default().trim()
-                )
-            })?;
+        let addr = ready.ok_or_else(|| {
+            anyhow!(
+                "sut-node {name} did not start (see {}): {}",
+                log.display(),
+                std::fs::read_to_string(log).unwrap_or_default().trim()
+            )
+        })?;
         node.url = format!("grpc://{addr}")
             .parse()
-            .map_err(|e| anyhow!("sut-node {name} printed {line:?}: {e}"))?;
+            .map_err(|e| anyhow!("sut-node {name} is ready at {addr:?}: {e}"))?;
         Ok(node)
     }
+}
+
+/// The gRPC address in the node's ready file, once it is there; `None`
+/// when the node exits first or is not ready within 20 s.
+fn wait_ready(child: &mut Child, ready_file: &Path) -> Option<String> {
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(20) {
+        if let Ok(text) = std::fs::read_to_string(ready_file) {
+            let ready: serde_json::Value = serde_json::from_str(&text).ok()?;
+            return ready["grpc"].as_str().map(str::to_string);
+        }
+        if !matches!(child.try_wait(), Ok(None)) {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
 }
 
 impl Drop for LocalNode {

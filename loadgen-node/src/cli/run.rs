@@ -116,9 +116,16 @@ pub fn run_network(
         submission_mode::check_nodes(&nodes, network.node_infos(), &own)?;
     }
     for (url, info) in network.node_urls().iter().zip(network.node_infos()) {
-        eprintln!(
-            "loadgen-node: node {url}: {} ({} {}) on {}",
-            info.name, info.backend, info.backend_detail, info.hostname
+        tracing::info!(
+            node = %url,
+            name = %info.name,
+            backend = %info.backend,
+            host = %info.hostname,
+            "node {url}: {} ({} {}) on {}",
+            info.name,
+            info.backend,
+            info.backend_detail,
+            info.hostname
         );
     }
     let counters = Arc::new(Counters::default());
@@ -141,9 +148,9 @@ pub fn run_network(
         output,
     )?;
     if let Some(line) = bandwidth {
-        eprintln!("loadgen-node: {line}");
+        tracing::info!("{line}");
     }
-    eprintln!("loadgen-node: run record: {}", record.display());
+    tracing::info!(path = %record.display(), "run record written");
     ran?;
     let stats = sut.network.stats();
     if args.submission_mode && (stats.nodes_failed > 0 || stats.resent > 0) {
@@ -153,16 +160,22 @@ pub fn run_network(
         );
     }
     if stats.nodes_failed > 0 || stats.resent > 0 {
-        eprintln!(
-            "loadgen-node: {} node(s) failed during the run; {} samples were re-sent to the others",
-            stats.nodes_failed, stats.resent
+        tracing::warn!(
+            nodes_failed = stats.nodes_failed,
+            resent = stats.resent,
+            "{} node(s) failed during the run; {} samples were re-sent to the others",
+            stats.nodes_failed,
+            stats.resent
         );
     }
     if stats.late_first_tokens > 0 {
-        eprintln!(
-            "loadgen-node: {} first tokens were dropped (late, or a re-sent sample's second; \
+        tracing::warn!(
+            late_first_tokens = stats.late_first_tokens,
+            first_tokens = stats.first_tokens,
+            "{} first tokens were dropped (late, or a re-sent sample's second; \
              {} went to the LoadGen, one per sample)",
-            stats.late_first_tokens, stats.first_tokens
+            stats.late_first_tokens,
+            stats.first_tokens
         );
     }
     Ok(())

@@ -170,10 +170,7 @@ pub fn settings(
     ] {
         let Some(cfg) = cfg else { continue };
         for (line, key) in &cfg.unknown_keys {
-            eprintln!(
-                "loadgen-node: warning: {}:{line}: {key:?} names no setting; ignored",
-                cfg.origin()
-            );
+            tracing::warn!("{}:{line}: {key:?} names no setting; ignored", cfg.origin());
         }
         apply_config(&mut settings, cfg, &model, scenario, kind)?;
     }

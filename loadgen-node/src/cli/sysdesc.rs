@@ -247,7 +247,7 @@ pub fn command(args: &super::args::SysdescArgs) -> anyhow::Result<()> {
         None => print!("{text}"),
     }
     if !todo.is_empty() {
-        eprintln!("loadgen-node: fill in by hand: {}", todo.join(", "));
+        tracing::warn!("fill in by hand: {}", todo.join(", "));
     }
     Ok(())
 }

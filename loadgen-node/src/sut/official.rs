@@ -315,7 +315,7 @@ impl CompletionSink for OfficialSink {
     /// The official LoadGen has no way to end a test with a reason, and
     /// would wait for the lost samples forever: say why and exit.
     fn fail(&self, reason: &str) {
-        eprintln!("loadgen-node: error: {reason}");
+        tracing::error!("the run cannot go on: {reason}");
         let _ = std::io::stderr().flush();
         let _ = std::io::stdout().flush();
         std::process::exit(1);
@@ -356,7 +356,7 @@ fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> T {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(v) => v,
         Err(_) => {
-            eprintln!("loadgen-node: error: panic in {what} under the official LoadGen");
+            tracing::error!("panic in {what} under the official LoadGen");
             std::process::exit(1);
         }
     }
@@ -374,7 +374,7 @@ extern "C" fn name_cb(ctx: *mut c_void, text: *mut *const c_char, len: *mut usiz
             Err(e) if ctx.submission_mode => {
                 // A submission's log cannot carry a name that is not
                 // the SUT's: end here instead of running on.
-                eprintln!("loadgen-node: error: submission mode: the SUT's Name() failed: {e}");
+                tracing::error!("submission mode: the SUT's Name() failed: {e}");
                 let _ = std::io::stderr().flush();
                 std::process::exit(1);
             }
@@ -428,7 +428,7 @@ extern "C" fn load_cb(ctx: *mut c_void, ptr: *const u64, n: usize) {
         let ctx = unsafe { context(ctx) };
         if let Err(e) = ctx.qsl.store.load(&indices(ptr, n)) {
             // The official QSL interface cannot report an error.
-            eprintln!("loadgen-node: error: loading samples: {e}");
+            tracing::error!("loading samples failed: {e}");
             std::process::exit(1);
         }
     })

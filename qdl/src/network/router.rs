@@ -248,9 +248,10 @@ impl QueryRouter {
             let first = pool.is_healthy(node);
             let result = pool.fail(node, &reason);
             if first {
-                eprintln!(
-                    "qdl: node {} failed ({reason}); its outstanding samples go to the other nodes",
-                    self.urls[node]
+                tracing::warn!(
+                    node = %self.urls[node],
+                    event = "node_failed",
+                    "node failed ({reason}); its outstanding samples go to the other nodes"
                 );
             }
             result
@@ -363,9 +364,10 @@ impl LinkEvents for QueryRouter {
             let result = {
                 let mut pool = self.lock_pool();
                 if pool.is_healthy(node) {
-                    eprintln!(
-                        "qdl: node {} declines work ({decline_reason}); it gets no more, and what it declines goes to the other nodes",
-                        self.urls[node]
+                    tracing::warn!(
+                        node = %self.urls[node],
+                        event = "node_declines",
+                        "node declines work ({decline_reason}); it gets no more, and what it declines goes to the other nodes"
                     );
                 }
                 pool.decline(node, &declined, &decline_reason)

@@ -249,10 +249,7 @@ impl OnnxBackend {
             (Provider::Auto, true) => match open(true) {
                 Ok(session) => (session, CUDA),
                 Err(e) => {
-                    eprintln!(
-                        "sut-node: CUDA is not usable ({}); running on the CPU",
-                        e.trim_end()
-                    );
+                    tracing::warn!("CUDA is not usable ({}); running on the CPU", e.trim_end());
                     (open(false).map_err(model_error)?, CPU)
                 }
             },

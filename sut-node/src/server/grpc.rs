@@ -77,7 +77,7 @@ pub async fn start(
             })
             .await;
         if let Err(e) = result {
-            eprintln!("sut-node {name}: gRPC server: {e}");
+            tracing::error!(node = %name, "gRPC server failed: {e}");
         }
     });
     Ok((addr, task))
@@ -150,7 +150,7 @@ impl pb::sut_node_server::SutNode for GrpcService {
                         }
                         Ok(None) => break,
                         Err(status) => {
-                            eprintln!("sut-node {}: gRPC stream from {peer} ended: {}", node.settings().name, status.message());
+                            tracing::warn!(node = %node.settings().name, %peer, "gRPC query stream ended: {}", status.message());
                             let _ = errors.send(Err(Status::invalid_argument(format!("bad query message: {}", status.message())))).await;
                             break;
                         }

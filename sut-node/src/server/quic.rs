@@ -96,7 +96,7 @@ async fn serve(endpoint: quinn::Endpoint, node: Arc<Node>, mut closing: watch::R
                     let remote = incoming.remote_address();
                     match incoming.await {
                         Ok(conn) => serve_connection(conn, node, open_streams, closing).await,
-                        Err(e) => eprintln!("sut-node {}: QUIC handshake with {remote} failed: {e}", node.settings().name),
+                        Err(e) => tracing::warn!(node = %node.settings().name, %remote, "QUIC handshake failed: {e}"),
                     }
                 });
             }
@@ -124,7 +124,7 @@ async fn serve_connection(
                 tokio::spawn(async move {
                     let _open = open;
                     if let Err(e) = serve_stream(send, recv, &node, closing).await {
-                        eprintln!("sut-node {}: QUIC stream: {e:#}", node.settings().name);
+                        tracing::warn!(node = %node.settings().name, "QUIC stream ended: {e:#}");
                     }
                 });
             }
