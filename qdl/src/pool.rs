@@ -265,6 +265,13 @@ impl<T: Clone> Pool<T> {
         n.failure.is_none().then_some((n.in_flight, n.completed))
     }
 
+    /// Samples sent to `node` and not yet completed, and those it
+    /// completed (answers that counted).
+    pub fn node_counts(&self, node: usize) -> (u64, u64) {
+        let n = &self.nodes[node];
+        (n.in_flight, n.completed)
+    }
+
     /// Samples sent and not yet completed, on all nodes.
     pub fn in_flight(&self) -> u64 {
         self.nodes.iter().map(|n| n.in_flight).sum()

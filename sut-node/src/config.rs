@@ -49,6 +49,12 @@ pub struct Cli {
     /// process id, for scripts and tests that start a node on port 0.
     #[arg(long, value_name = "FILE")]
     pub ready_file: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (queries, samples,
+    /// bytes, batch sizes, inference times, queue depth, declines, errors,
+    /// connections); off unless given. Port 0 picks a free port (the
+    /// ready file and log say which).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
     /// Diagnostics: --log-level and --log-format.
     #[command(flatten)]
     pub log: netdiv_proto::logging::LogArgs,

@@ -7,8 +7,8 @@
 //!
 //! It owns transports' servers ([`server`]), the node core ([`node`]),
 //! batching ([`batcher`]), backends ([`backend`]), TLS ([`tls`]), what
-//! the node reports about itself ([`nic`]) and readiness for systemd
-//! ([`notify`]). It knows nothing of LoadGen
+//! the node reports about itself ([`nic`]), readiness for systemd
+//! ([`notify`]) and Prometheus metrics ([`metrics`]). It knows nothing of LoadGen
 //! internals: samples arrive as response ids and bytes.
 
 // Library crates never print: diagnostics are `tracing` events, and the
@@ -18,6 +18,7 @@
 pub mod backend;
 pub mod batcher;
 pub mod config;
+pub mod metrics;
 pub mod nic;
 pub mod node;
 pub mod notify;

@@ -90,6 +90,7 @@ impl StopSignals {
 struct Servers {
     grpc: Option<SocketAddr>,
     quic: Option<SocketAddr>,
+    metrics: Option<SocketAddr>,
     tasks: Vec<JoinHandle<()>>,
     closing: watch::Sender<bool>,
     health: HealthReporter,
@@ -139,6 +140,7 @@ async fn start_servers(
     let mut servers = Servers {
         grpc: None,
         quic: None,
+        metrics: None,
         tasks: Vec::new(),
         closing: closing_tx,
         health,
@@ -156,6 +158,18 @@ async fn start_servers(
         let preferred = servers.grpc.unwrap_or(listen);
         let (addr, task) = quic::start(listen, preferred, tls, node.clone(), closing)?;
         servers.quic = Some(addr);
+        servers.tasks.push(task);
+    }
+    if let Some(listen) = config.cli.metrics_listen {
+        let info = node.info(Vec::new());
+        let registry = node
+            .metrics()
+            .registry(&info.name, &info.backend, &info.benchmark);
+        let (addr, task) =
+            sut_node::metrics::serve(listen, Arc::new(registry), servers.closing.subscribe())
+                .await
+                .with_context(|| format!("--metrics-listen {listen}"))?;
+        servers.metrics = Some(addr);
         servers.tasks.push(task);
     }
     for service in [HEALTH_SERVICE, ""] {
@@ -226,6 +240,7 @@ fn report_ready(
             "name": name,
             "grpc": servers.grpc.map(|a| a.to_string()),
             "quic": servers.quic.map(|a| a.to_string()),
+            "metrics": servers.metrics.map(|a| a.to_string()),
             "tls": tls_mode,
             "backend": backend,
             "pid": std::process::id(),
@@ -237,6 +252,7 @@ fn report_ready(
         event = "ready",
         grpc = %show(servers.grpc),
         quic = %show(servers.quic),
+        metrics = %show(servers.metrics),
         tls = tls_mode,
         backend = %backend,
         "listening"

@@ -23,6 +23,7 @@ use crate::backend::llm::LlmBackend;
 use crate::backend::openai::{driver as engine_driver, OpenaiBackend};
 use crate::backend::{Backend, BackendConfig, BackendError, NodeBackend};
 use crate::batcher::BatchPolicy;
+use crate::metrics::NodeMetrics;
 
 /// Where a sample's completion goes: the stream it arrived on. For token
 /// models its first token goes there too, before the completion.
@@ -63,6 +64,7 @@ pub struct Node {
     samples_run: AtomicU64,
     largest_batch: AtomicU32,
     devices: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    metrics: Arc<NodeMetrics>,
 }
 
 impl Node {
@@ -114,6 +116,7 @@ impl Node {
             samples_run: AtomicU64::new(0),
             largest_batch: AtomicU32::new(0),
             devices: Mutex::new(Vec::new()),
+            metrics: Arc::new(NodeMetrics::default()),
         });
         let rx = Arc::new(Mutex::new(rx));
         let handles = (0..devices)
@@ -146,6 +149,18 @@ impl Node {
         &self.backend
     }
 
+    /// What the node counts, for its metrics endpoint.
+    pub fn metrics(&self) -> &Arc<NodeMetrics> {
+        &self.metrics
+    }
+
+    /// Sends one answer, counted by what it is.
+    fn answer(&self, reply: &ReplyTo, message: pb::Completion) {
+        self.metrics.answer(&message);
+        // A closed stream means the client left; nothing to answer.
+        let _ = reply.send(message);
+    }
+
     fn device_loop(
         &self,
         backend: &dyn Backend,
@@ -161,8 +176,9 @@ impl Node {
                 }
             };
             let inputs: Vec<&[u8]> = batch.iter().map(|w| &w.data[..]).collect();
+            let started = std::time::Instant::now();
             let outputs = backend.run(device, &inputs);
-            self.count_batch(batch.len());
+            self.count_batch(batch.len(), Some(started.elapsed().as_secs_f64()));
             let mut outputs = outputs.into_iter();
             for item in batch {
                 let reply = match outputs.next() {
@@ -172,8 +188,7 @@ impl Node {
                     Some(Err(e)) => failed_completion(item.response_id, e),
                     None => failed_completion(item.response_id, "backend returned too few outputs"),
                 };
-                // A closed stream means the client left; nothing to answer.
-                let _ = item.reply.send(reply);
+                self.answer(&item.reply, reply);
                 self.finish_one();
             }
         }
@@ -219,9 +234,7 @@ impl Node {
     fn token_event(&self, event: TokenEvent<'_, WorkItem>) {
         match event {
             TokenEvent::FirstToken { item, token } => {
-                let _ = item
-                    .reply
-                    .send(first_token_message(item.response_id, token));
+                self.answer(&item.reply, first_token_message(item.response_id, token));
             }
             TokenEvent::Done {
                 item,
@@ -234,7 +247,7 @@ impl Node {
                     self.settings.response_codec,
                     n_tokens as i64,
                 );
-                let _ = item.reply.send(reply);
+                self.answer(&item.reply, reply);
                 self.samples_run.fetch_add(1, Ordering::Relaxed);
                 self.finish_one();
             }
@@ -245,20 +258,20 @@ impl Node {
                     response_id = item.response_id,
                     "sample failed: {error}"
                 );
-                let _ = item
-                    .reply
-                    .send(failed_completion(item.response_id, message));
+                self.answer(&item.reply, failed_completion(item.response_id, message));
                 self.finish_one();
             }
             TokenEvent::Step { sequences } => {
                 self.batches_run.fetch_add(1, Ordering::Relaxed);
                 self.largest_batch
                     .fetch_max(sequences as u32, Ordering::Relaxed);
+                self.metrics.batch(sequences, None);
             }
         }
     }
 
-    fn count_batch(&self, samples: usize) {
+    fn count_batch(&self, samples: usize, seconds: Option<f64>) {
+        self.metrics.batch(samples, seconds);
         self.batches_run.fetch_add(1, Ordering::Relaxed);
         self.samples_run
             .fetch_add(samples as u64, Ordering::Relaxed);
@@ -268,6 +281,7 @@ impl Node {
 
     fn finish_one(&self) {
         let left = self.in_flight.fetch_sub(1, Ordering::AcqRel) - 1;
+        self.metrics.set_in_flight(left);
         if left == 0 {
             self.idle.send_replace(left);
         }
@@ -278,6 +292,8 @@ impl Node {
     /// the number of samples.
     pub fn submit_query(&self, query: pb::Query, reply: &ReplyTo) -> usize {
         let count = query.samples.len();
+        let bytes = query.samples.iter().map(|s| s.data.len()).sum();
+        self.metrics.query(count, bytes);
         let queue = self.queue.lock().expect("queue").clone();
         let capacity = self.capacity();
         for sample in query.samples {
@@ -286,14 +302,17 @@ impl Node {
                 .as_ref()
                 .filter(|_| self.accepting.load(Ordering::Acquire))
             else {
-                let _ = reply.send(declined_completion(id, "node is shutting down"));
+                self.answer(reply, declined_completion(id, "node is shutting down"));
                 continue;
             };
             if self.in_flight.load(Ordering::Acquire) >= capacity {
-                let _ = reply.send(declined_completion(
-                    id,
-                    format!("node is full: it holds {capacity} samples, its limit"),
-                ));
+                self.answer(
+                    reply,
+                    declined_completion(
+                        id,
+                        format!("node is full: it holds {capacity} samples, its limit"),
+                    ),
+                );
                 continue;
             }
             match accept_sample(
@@ -302,7 +321,8 @@ impl Node {
                 self.settings.max_sample_bytes,
             ) {
                 Ok(input) => {
-                    self.in_flight.fetch_add(1, Ordering::AcqRel);
+                    let held = self.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
+                    self.metrics.set_in_flight(held);
                     let item = WorkItem {
                         response_id: input.response_id,
                         data: input.data,
@@ -310,7 +330,7 @@ impl Node {
                     };
                     if queue.send(item).is_err() {
                         self.finish_one();
-                        let _ = reply.send(declined_completion(id, "node is shutting down"));
+                        self.answer(reply, declined_completion(id, "node is shutting down"));
                     }
                 }
                 Err(e) => {
@@ -320,7 +340,7 @@ impl Node {
                         response_id = id,
                         "sample refused: {e}"
                     );
-                    let _ = reply.send(failed_completion(id, e.to_string()));
+                    self.answer(reply, failed_completion(id, e.to_string()));
                 }
             }
         }

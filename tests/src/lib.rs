@@ -45,6 +45,7 @@ pub mod netns;
 pub mod network_run;
 pub mod prerequisites;
 pub mod process;
+pub mod prometheus;
 pub mod python;
 pub mod submission;
 pub mod sut_client;

@@ -21,6 +21,8 @@ pub struct NodeProcess {
     pub name: String,
     pub grpc: Option<SocketAddr>,
     pub quic: Option<SocketAddr>,
+    /// Its metrics endpoint, when started with `--metrics-listen`.
+    pub metrics: Option<SocketAddr>,
     /// The --dev-tls directory, when TLS is on.
     pub certs: Option<PathBuf>,
     /// The node's stderr (JSON log records), a file removed with the node
@@ -91,6 +93,7 @@ impl NodeProcess {
         Ok(NodeProcess {
             grpc: address("grpc"),
             quic: address("quic"),
+            metrics: address("metrics"),
             name: name.to_string(),
             certs: certs.map(Path::to_path_buf),
             child,

@@ -232,6 +232,16 @@ pub struct RunArgs {
     /// Live progress line on stderr.
     #[arg(long, value_enum, default_value = "auto")]
     pub progress: ProgressMode,
+    /// Serve Prometheus metrics of a network run at http://ADDR/metrics
+    /// while it lasts (per node: outstanding, sent, completed, bytes,
+    /// failed; the LoadGen's issued and completed; re-sent samples). Off
+    /// unless given; port 0 picks a free port (logged).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Keep serving the final metrics this long after the run ends, so a
+    /// scraper's next visit sees them.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
+    pub metrics_linger: f64,
     #[command(flatten)]
     pub data: DataArgs,
     #[command(flatten)]

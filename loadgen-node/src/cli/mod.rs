@@ -2,13 +2,15 @@
 //! ([`run`], [`sysdesc`], [`submission`] and its `check`, and the
 //! `accuracy` scorer in [`score`]), how
 //! flags become the pieces of a test ([`setup`]), the embedded default
-//! ([`embedded`]), the live progress line ([`progress`]) and the rules of
+//! ([`embedded`]), the live progress line ([`progress`]), a run's
+//! Prometheus endpoint ([`metrics`]) and the rules of
 //! a submission run ([`submission_mode`]), and the run record of every
 //! network run ([`record`]).
 
 pub mod args;
 pub mod child;
 pub mod embedded;
+pub mod metrics;
 pub mod progress;
 pub mod record;
 pub mod run;

@@ -133,12 +133,25 @@ pub fn run_network(
         network,
         counters: counters.clone(),
     };
+    let metrics = match args.metrics_listen {
+        Some(listen) => Some(super::metrics::RunMetrics::start(
+            listen,
+            Duration::try_from_secs_f64(args.metrics_linger)
+                .context("--metrics-linger takes a number of seconds, 0 or more")?,
+            &sut.network,
+            counters.clone(),
+        )?),
+        None => None,
+    };
     let ran = match args.loadgen {
         Engine::Netdiv => run_test(args, &sut, &qsl, &settings, output, Some(counters)),
         Engine::Official => {
             run_official(args, &sut, &qsl, &settings, output, embedded_conf, counters)
         }
     };
+    if let Some(metrics) = &metrics {
+        metrics.finish();
+    }
     // The record is written whatever the run's outcome.
     let (record, bandwidth) = super::record::write(
         args,

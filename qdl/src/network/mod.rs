@@ -319,15 +319,15 @@ impl NetworkSut {
     /// its failure if it failed; and the seconds from the first piece sent
     /// to the last answer.
     pub fn traffic(&self) -> (Vec<(traffic::NodeTrafficReport, Option<String>)>, f64) {
-        let pool = self.router.lock_pool();
-        let nodes = self
-            .router
-            .traffic
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.snapshot(), pool.failure(i).map(str::to_string)))
-            .collect();
-        (nodes, self.router.window.seconds())
+        self.observer().traffic()
+    }
+
+    /// A handle that reads the counters from elsewhere while the run
+    /// goes on.
+    pub fn observer(&self) -> NetworkObserver {
+        NetworkObserver {
+            router: self.router.clone(),
+        }
     }
 
     /// What each node reported when it was connected, in node order.
@@ -345,6 +345,68 @@ impl NetworkSut {
     /// through `sink`, or `sink.fail` says why the run cannot finish.
     pub fn issue(&self, samples: &[(u64, usize)], sink: &Sink) {
         self.router.issue(samples, sink);
+    }
+
+    /// Current counters.
+    pub fn stats(&self) -> QdlStats {
+        self.observer().stats()
+    }
+}
+
+/// One node's share of the run so far.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeCounts {
+    /// Samples sent and not yet completed.
+    pub outstanding: u64,
+    /// Samples it completed (answers that counted).
+    pub completed: u64,
+    /// It failed (or declined work) and gets no more.
+    pub failed: bool,
+}
+
+/// Reads the QDL's counters from another thread (a metrics endpoint)
+/// while the run goes on; cheap to clone. It does not keep the links
+/// open: they close with the [`NetworkSut`].
+#[derive(Clone)]
+pub struct NetworkObserver {
+    router: Arc<QueryRouter>,
+}
+
+impl NetworkObserver {
+    /// What crossed the fabric so far, per node in node order, each with
+    /// its failure if it failed; and the seconds from the first piece sent
+    /// to the last answer.
+    pub fn traffic(&self) -> (Vec<(traffic::NodeTrafficReport, Option<String>)>, f64) {
+        let pool = self.router.lock_pool();
+        let nodes = self
+            .router
+            .traffic
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.snapshot(), pool.failure(i).map(str::to_string)))
+            .collect();
+        (nodes, self.router.window.seconds())
+    }
+
+    /// The node addresses, in order.
+    pub fn node_urls(&self) -> &[String] {
+        &self.router.urls
+    }
+
+    /// Per node, in node order: samples outstanding now, samples it
+    /// completed (answers that counted), and whether it has failed.
+    pub fn node_counts(&self) -> Vec<NodeCounts> {
+        let pool = self.router.lock_pool();
+        (0..self.router.node_count())
+            .map(|i| {
+                let (outstanding, completed) = pool.node_counts(i);
+                NodeCounts {
+                    outstanding,
+                    completed,
+                    failed: !pool.is_healthy(i),
+                }
+            })
+            .collect()
     }
 
     /// Current counters.

@@ -141,7 +141,9 @@ impl pb::sut_node_server::SutNode for GrpcService {
         let node = self.node.clone();
         let mut closing = self.closing.clone();
         let errors = out_tx.clone();
+        let open = node.metrics().connection("grpc");
         tokio::spawn(async move {
+            let _open = open;
             loop {
                 tokio::select! {
                     message = inbound.message() => match message {

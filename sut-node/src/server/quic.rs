@@ -115,6 +115,7 @@ async fn serve_connection(
     open_streams: Arc<watch::Sender<usize>>,
     closing: watch::Receiver<bool>,
 ) {
+    let _open = node.metrics().connection("quic");
     loop {
         match conn.accept_bi().await {
             Ok((send, recv)) => {
