@@ -370,7 +370,8 @@ fn duplicate_node_names_are_refused() -> Result<()> {
 
 /// The README's main job: `loadgen-node run` with no SUT flags starts two
 /// local nodes, runs Offline and Server through the QDL, reports both and
-/// stops the nodes; `--progress always` draws the live line.
+/// stops the nodes; `--progress lines` logs progress with each node's
+/// samples in flight.
 #[test]
 fn embedded_default_runs_offline_and_server_through_two_local_nodes() -> Result<()> {
     let dir = test_dir("network-embedded")?;
@@ -378,7 +379,14 @@ fn embedded_default_runs_offline_and_server_through_two_local_nodes() -> Result<
     let run = std::process::Command::new(netdiv_tests::loadgen_node_bin()?)
         .current_dir(&dir)
         .env("NETDIV_SUT_NODE", netdiv_tests::sut_node_bin()?)
-        .args(["run", "--progress", "always", "--output"])
+        .args([
+            "run",
+            "--progress",
+            "lines",
+            "--progress-interval",
+            "1",
+            "--output",
+        ])
         .arg(&output)
         .output()?;
     let stdout = String::from_utf8_lossy(&run.stdout);
@@ -404,7 +412,9 @@ fn embedded_default_runs_offline_and_server_through_two_local_nodes() -> Result<
         );
     }
     ensure!(
-        stderr.contains("issued ") && stderr.contains("samples/s"),
+        stderr.contains("issued ")
+            && stderr.contains("samples/s")
+            && stderr.contains("in flight: local-node-1 "),
         "no progress line:\n{stderr}"
     );
     let verdict = stdout

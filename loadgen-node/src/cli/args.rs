@@ -229,9 +229,13 @@ pub struct RunArgs {
     /// division (older toolchains).
     #[arg(long, default_value = "lemire")]
     pub uniform_int: UniformIntVariant,
-    /// Live progress line on stderr.
+    /// Live progress on stderr: a bar on a terminal, else a line every
+    /// --progress-interval.
     #[arg(long, value_enum, default_value = "auto")]
     pub progress: ProgressMode,
+    /// Seconds between two progress lines (when no bar is drawn).
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0, value_parser = positive_seconds)]
+    pub progress_interval: f64,
     /// Serve Prometheus metrics of a network run at http://ADDR/metrics
     /// while it lasts (per node: outstanding, sent, completed, bytes,
     /// failed; the LoadGen's issued and completed; re-sent samples). Off
@@ -424,5 +428,13 @@ mod tests {
         ])
         .unwrap_err();
         assert!(err.to_string().contains("cannot be used with"), "{err}");
+    }
+}
+
+/// A number of seconds above zero.
+fn positive_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s > 0.0 && s.is_finite() => Ok(s),
+        _ => Err(format!("{text:?} is not a number of seconds above 0")),
     }
 }

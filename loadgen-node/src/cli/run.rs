@@ -17,7 +17,7 @@ use loadgen_node::sut::{Counters, QuerySampleLibrary, SystemUnderTest};
 use qdl::node_url::NodeUrl;
 
 use super::args::{Engine, RunArgs, SutKind};
-use super::progress::ProgressLine;
+use super::progress::{NodeView, ProgressLine};
 use super::{embedded, setup, submission_mode};
 
 /// Runs what the flags ask for: the embedded default without a SUT, else
@@ -72,7 +72,7 @@ fn run_null(args: &RunArgs, scenario: Scenario) -> Result<()> {
         ),
         None => {}
     }
-    run_test(args, &sut, &qsl, &settings, &args.output, None)
+    run_test(args, &sut, &qsl, &settings, &args.output, None, None)
 }
 
 /// `--sut synthetic`: the sut-node's synthetic backend in this process.
@@ -81,7 +81,15 @@ fn run_synthetic(args: &RunArgs, scenario: Scenario) -> Result<()> {
     let settings = setup::settings(args, scenario, None)?;
     let counters = Arc::new(Counters::default());
     let sut = setup::synthetic_node_sut(args, qsl.store.clone(), counters.clone())?;
-    run_test(args, &sut, &qsl, &settings, &args.output, Some(counters))
+    run_test(
+        args,
+        &sut,
+        &qsl,
+        &settings,
+        &args.output,
+        Some(counters),
+        None,
+    )
 }
 
 /// `--sut local`: a configured sut-node (backend and batcher) in-process.
@@ -95,7 +103,15 @@ fn run_local_node(args: &RunArgs, scenario: Scenario) -> Result<()> {
     let counters = Arc::new(Counters::default());
     let sut = setup::configured_node_sut(args, &node_config, qsl.store.clone(), counters.clone())
         .with_context(|| format!("node config {}", path.display()))?;
-    run_test(args, &sut, &qsl, &settings, &args.output, Some(counters))
+    run_test(
+        args,
+        &sut,
+        &qsl,
+        &settings,
+        &args.output,
+        Some(counters),
+        None,
+    )
 }
 
 /// Through the QDL to sut-nodes.
@@ -144,7 +160,15 @@ pub fn run_network(
         None => None,
     };
     let ran = match args.loadgen {
-        Engine::Netdiv => run_test(args, &sut, &qsl, &settings, output, Some(counters)),
+        Engine::Netdiv => run_test(
+            args,
+            &sut,
+            &qsl,
+            &settings,
+            output,
+            Some(counters),
+            Some(node_view(&sut)),
+        ),
         Engine::Official => {
             run_official(args, &sut, &qsl, &settings, output, embedded_conf, counters)
         }
@@ -235,11 +259,12 @@ fn run_official(
         .audit_conf
         .clone()
         .unwrap_or_else(official::default_audit_conf);
-    let _progress = ProgressLine::start(
-        args.progress,
+    let _progress = start_progress(
+        args,
         format!("{} (official LoadGen)", settings.scenario.name()),
-        Duration::from_millis(settings.min_duration_ms),
+        settings,
         counters.clone(),
+        Some(node_view(sut)),
     );
     let issued = official::run(
         &sut.network,
@@ -299,6 +324,37 @@ fn write_issued(path: &Path, issued: &[usize]) -> Result<()> {
     Ok(())
 }
 
+/// The nodes of a network run, for the progress display.
+fn node_view(sut: &QdlSut) -> NodeView {
+    NodeView {
+        observer: sut.network.observer(),
+        names: sut
+            .network
+            .node_infos()
+            .iter()
+            .map(|i| i.name.clone())
+            .collect(),
+    }
+}
+
+/// Progress as the flags ask, against the run's minimum duration.
+fn start_progress(
+    args: &RunArgs,
+    label: String,
+    settings: &TestSettings,
+    counters: Arc<Counters>,
+    nodes: Option<NodeView>,
+) -> ProgressLine {
+    ProgressLine::start(
+        args.progress,
+        Duration::try_from_secs_f64(args.progress_interval).unwrap_or(Duration::from_secs(10)),
+        label,
+        Duration::from_millis(settings.min_duration_ms),
+        counters,
+        nodes,
+    )
+}
+
 /// Runs one test, then prints the summary and where the logs are.
 fn run_test(
     args: &RunArgs,
@@ -307,6 +363,7 @@ fn run_test(
     settings: &TestSettings,
     output: &Path,
     counters: Option<Arc<Counters>>,
+    nodes: Option<NodeView>,
 ) -> Result<()> {
     let logs = LogSettings {
         outdir: output.to_path_buf(),
@@ -320,11 +377,12 @@ fn run_test(
         release: setup::round(args).release(),
     };
     let _progress = counters.map(|c| {
-        ProgressLine::start(
-            args.progress,
+        start_progress(
+            args,
             settings.scenario.name().to_string(),
-            Duration::from_millis(settings.min_duration_ms),
+            settings,
             c,
+            nodes,
         )
     });
     let outcome = start_test(sut, qsl, settings, &logs, options)?;
