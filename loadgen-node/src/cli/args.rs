@@ -398,6 +398,14 @@ fn parse_mode(s: &str) -> Result<TestMode, String> {
     s.parse()
 }
 
+/// A number of seconds above zero.
+fn positive_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s > 0.0 && s.is_finite() => Ok(s),
+        _ => Err(format!("{text:?} is not a number of seconds above 0")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -428,13 +436,5 @@ mod tests {
         ])
         .unwrap_err();
         assert!(err.to_string().contains("cannot be used with"), "{err}");
-    }
-}
-
-/// A number of seconds above zero.
-fn positive_seconds(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(s) if s > 0.0 && s.is_finite() => Ok(s),
-        _ => Err(format!("{text:?} is not a number of seconds above 0")),
     }
 }
