@@ -434,6 +434,85 @@ fn embedded_default_runs_offline_and_server_through_two_local_nodes() -> Result<
     Ok(())
 }
 
+/// Processes that keep every CPU busy until dropped.
+struct BusyCpus(Vec<std::process::Child>);
+
+impl BusyCpus {
+    fn start() -> Result<BusyCpus> {
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let spin = || {
+            std::process::Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+        };
+        Ok(BusyCpus(
+            (0..cpus).map(|_| spin()).collect::<std::io::Result<_>>()?,
+        ))
+    }
+}
+
+impl Drop for BusyCpus {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The README's main command as a new user runs it, on a machine whose
+/// CPUs other processes keep busy: both scenarios still VALID, with one
+/// verdict line each.
+#[test]
+fn embedded_default_runs_valid_while_every_cpu_is_busy() -> Result<()> {
+    let dir = test_dir("network-embedded-busy")?;
+    let program = netdiv_tests::loadgen_node_bin()?;
+    let sut_node = netdiv_tests::sut_node_bin()?;
+    let busy = BusyCpus::start()?;
+    let mut command = std::process::Command::new(program);
+    command
+        .current_dir(&dir)
+        .env("NETDIV_SUT_NODE", sut_node)
+        .arg("run")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(dir.join("stdout"))?)
+        .stderr(std::fs::File::create(dir.join("stderr"))?);
+    let ran = netdiv_tests::process::run_with_deadline(&mut command, Duration::from_secs(300))?;
+    drop(busy);
+    let stdout = std::fs::read_to_string(dir.join("stdout"))?;
+    let stderr = std::fs::read_to_string(dir.join("stderr"))?;
+    ensure!(
+        !ran.timed_out && ran.status.success(),
+        "{:?}\n{stdout}\n{stderr}",
+        ran.status
+    );
+    let verdict = stdout
+        .split_once("\nVerdict:\n")
+        .map(|(_, v)| v)
+        .context("no verdict at the end")?;
+    let lines: Vec<&str> = verdict.lines().filter(|l| !l.trim().is_empty()).collect();
+    for scenario in ["Offline", "Server"] {
+        let summary = std::fs::read_to_string(
+            dir.join("mlperf-logs")
+                .join(scenario)
+                .join("mlperf_log_summary.txt"),
+        )?;
+        ensure!(
+            summary.contains("Result is : VALID"),
+            "{scenario} not VALID on a busy machine:\n{summary}"
+        );
+        ensure!(
+            lines
+                .iter()
+                .filter(|l| l.trim_start().starts_with(scenario) && l.contains(" VALID ("))
+                .count()
+                == 1,
+            "no single VALID verdict line for {scenario}:\n{verdict}"
+        );
+    }
+    Ok(())
+}
+
 /// A folder of .npy files as the QSL: every sample's bytes reach a node
 /// unchanged (the response is the synthetic backend's function of exactly
 /// those bytes), in AccuracyOnly mode over QUIC.
