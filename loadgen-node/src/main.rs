@@ -21,6 +21,7 @@ fn main() -> ExitCode {
         Command::Accuracy(args) => cli::score::command(&args),
         Command::Submission(args) => cli::submission::command(&args),
         Command::Check(args) => cli::submission::checker::command(&args),
+        Command::Audit(args) => cli::audit::command(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -3,7 +3,9 @@
 //! readiness as systemd receives it (`Type=notify`), and the docker-compose
 //! lab (images built FROM scratch out of the release binaries) running a
 //! benchmark while one sut-node container is stopped or killed mid-run,
-//! with every sample still completed exactly once.
+//! with every sample still completed exactly once, and the audit
+//! demonstration against it (every step passing; TEST04 failing once the
+//! nodes cache).
 //!
 //! Without systemd-analyze or a Docker engine the tests that need them
 //! print SKIPPED and pass, except under CI, where they fail instead.
@@ -274,6 +276,96 @@ fn compose_lab_completes_every_sample_once_while_a_node_is_stopped_or_killed() -
         loadgen_err.contains("node=quic://sut-node-3") && loadgen_err.contains("node_failed"),
         "the LoadGen node did not report losing sut-node-3:\n{}",
         tail(&loadgen_err, 10)
+    );
+    Ok(())
+}
+
+/// `deploy/compose/audit.sh` (the audit demonstration against the compose
+/// lab) in a folder of the test's: its exit status and `audit.json`.
+fn lab_audit(dir: &Path, name: &str, args: &[&str]) -> Result<(bool, serde_json::Value, String)> {
+    let inference = netdiv_tests::submission::inference_checkout()
+        .context("no mlcommons/inference checkout (NETDIV_INFERENCE_REPO) for TEST04")?;
+    let bin_dir = sut_node_bin()?
+        .parent()
+        .context("sut-node has no folder")?
+        .to_path_buf();
+    loadgen_node_bin()?;
+    let output = dir.join(name);
+    let out = Command::new("bash")
+        .arg(workspace_root().join("deploy/compose/audit.sh"))
+        .arg("--bin-dir")
+        .arg(&bin_dir)
+        .arg("--output")
+        .arg(&output)
+        .arg("--inference")
+        .arg(&inference)
+        .args([
+            "--project",
+            &format!("netdiv-test-{name}-{}", std::process::id()),
+        ])
+        .args(["--image", "netdiv-lab-test:latest"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()?;
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let record = std::fs::read_to_string(output.join("audit.json"))
+        .with_context(|| format!("no audit.json:\n{}", tail(&log, 40)))?;
+    Ok((out.status.success(), serde_json::from_str(&record)?, log))
+}
+
+/// Each step's id and outcome from an audit record.
+fn outcomes(record: &serde_json::Value) -> Vec<(String, String)> {
+    record["steps"]
+        .as_array()
+        .map(|steps| {
+            steps
+                .iter()
+                .map(|s| {
+                    (
+                        s["id"].as_str().unwrap_or("?").to_string(),
+                        s["outcome"].as_str().unwrap_or("?").to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The audit demonstration against the compose lab: every step passes
+/// (none skipped); with nodes that cache, TEST04 and only TEST04 fails.
+#[test]
+fn compose_lab_audit_passes_and_catches_caching_nodes() -> Result<()> {
+    if !docker_available() {
+        return skip_unless_ci("a Docker engine with compose");
+    }
+    let dir = test_dir("compose-audit")?;
+    let (ok, record, log) = lab_audit(&dir, "audit-good", &[])?;
+    let steps = outcomes(&record);
+    ensure!(
+        ok && steps.len() == 6 && steps.iter().all(|(_, o)| o == "pass"),
+        "the audit of a sound lab did not pass every step: {steps:?}\n{}",
+        tail(&log, 60)
+    );
+    let (ok, record, log) = lab_audit(&dir, "audit-caching", &["--caching-nodes"])?;
+    let steps = outcomes(&record);
+    let failed: Vec<&str> = steps
+        .iter()
+        .filter(|(_, o)| o != "pass")
+        .map(|(id, _)| id.as_str())
+        .collect();
+    ensure!(
+        !ok && failed == ["test04"],
+        "caching nodes: expected only TEST04 to fail, got {steps:?}\n{}",
+        tail(&log, 60)
+    );
+    let test04 = &record["steps"][4];
+    ensure!(
+        test04["lines"].to_string().contains("TEST FAIL"),
+        "TEST04 failed without the official verification's verdict: {test04}"
     );
     Ok(())
 }

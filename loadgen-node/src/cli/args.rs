@@ -43,6 +43,13 @@ pub enum Command {
     /// Run the official submission checker of a mlcommons/inference
     /// checkout on a submission tree and print its verdict, errors grouped.
     Check(CheckArgs),
+    /// Show an auditor, against the real sut-nodes, that the system keeps
+    /// the Network-division rules: each node's Name() round trip, Name()
+    /// failing while a node is cut off, the bytes per sample on the wire,
+    /// a delay on the fabric raising the measured latency, and TEST04
+    /// (nothing cached). Each step says what it proves and which rule it
+    /// serves. Takes the flags of `run` too (nodes, TLS, benchmark, data).
+    Audit(Box<AuditArgs>),
     /// Score a classifier's accuracy log: each response is the top-1 class
     /// (as a sut-node with `postprocess = "argmax"` sends it), compared
     /// with the label of its sample.
@@ -82,6 +89,36 @@ pub struct SubmissionArgs {
     /// finished runs are kept and an interrupted submission resumes).
     #[arg(long)]
     pub fresh: bool,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Where the audit's runs, logs and audit.json go.
+    #[arg(long, value_name = "DIR", default_value = "netdiv-audit")]
+    pub audit_dir: PathBuf,
+    /// A shell command that cuts this LoadGen node off from the first
+    /// sut-node (NODE_HOST, NODE_PORT and NODE_URL are set), e.g.
+    /// 'iptables -I OUTPUT -d "$NODE_HOST" -j DROP'. Without it the
+    /// partition step is skipped.
+    #[arg(long, value_name = "COMMAND")]
+    pub partition_cmd: Option<String>,
+    /// The shell command that undoes --partition-cmd, e.g.
+    /// 'iptables -D OUTPUT -d "$NODE_HOST" -j DROP'.
+    #[arg(long, value_name = "COMMAND")]
+    pub heal_cmd: Option<String>,
+    /// Delay added each way on the fabric in the latency step
+    /// (milliseconds; the audit's relay holds every chunk this long).
+    #[arg(long, value_name = "MS", default_value_t = 10.0, value_parser = positive_number)]
+    pub delay_ms: f64,
+    /// A mlcommons/inference checkout: TEST04 and its official
+    /// verification are used from there.
+    #[arg(long, value_name = "DIR", env = "NETDIV_INFERENCE_REPO")]
+    pub inference: Option<PathBuf>,
+    /// Python 3 for the official verification.
+    #[arg(long, value_name = "PATH", default_value = "python3")]
+    pub python: PathBuf,
     #[command(flatten)]
     pub run: RunArgs,
 }
@@ -234,7 +271,7 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value = "auto")]
     pub progress: ProgressMode,
     /// Seconds between two progress lines (when no bar is drawn).
-    #[arg(long, value_name = "SECONDS", default_value_t = 10.0, value_parser = positive_seconds)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0, value_parser = positive_number)]
     pub progress_interval: f64,
     /// Serve Prometheus metrics of a network run at http://ADDR/metrics
     /// while it lasts (per node: outstanding, sent, completed, bytes,
@@ -398,11 +435,11 @@ fn parse_mode(s: &str) -> Result<TestMode, String> {
     s.parse()
 }
 
-/// A number of seconds above zero.
-fn positive_seconds(text: &str) -> Result<f64, String> {
+/// A number above zero (seconds, milliseconds).
+fn positive_number(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(s) if s > 0.0 && s.is_finite() => Ok(s),
-        _ => Err(format!("{text:?} is not a number of seconds above 0")),
+        _ => Err(format!("{text:?} is not a number above 0")),
     }
 }
 

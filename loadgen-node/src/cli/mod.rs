@@ -1,5 +1,6 @@
 //! The `loadgen-node` command line: flags ([`args`]), the commands
-//! ([`run`], [`sysdesc`], [`submission`] and its `check`, and the
+//! ([`run`], [`sysdesc`], [`submission`] and its `check`, the rules
+//! demonstration [`audit`], and the
 //! `accuracy` scorer in [`score`]), how
 //! flags become the pieces of a test ([`setup`]), the embedded default
 //! ([`embedded`]), the live progress line ([`progress`]), a run's
@@ -8,6 +9,7 @@
 //! network run ([`record`]).
 
 pub mod args;
+pub mod audit;
 pub mod child;
 pub mod embedded;
 pub mod metrics;

@@ -1,0 +1,220 @@
+//! `loadgen-node audit`: a demonstration, for an auditor, that a netdiv
+//! system follows the Network-division rules, run from the LoadGen node
+//! against the real sut-nodes. Each step says what it proves and which
+//! rule it serves, measures it, and passes or fails:
+//!
+//! 1. every node's Name() round trip, and the aggregated name;
+//! 2. Name() failing while a node is cut off (`--partition-cmd`), and
+//!    answering again once healed (`--heal-cmd`);
+//! 3. the bytes per sample on the wire, against docs/session-layer.md;
+//! 4. a delay added on the fabric raising the measured latency by it;
+//! 5. TEST04 with the official verification: the SUT caches nothing;
+//! 6. the run reports to look at.
+//!
+//! Steps 3 and 4 put a TCP relay of this process ([`relay`]) between the
+//! QDL and each gRPC node; runs are child `loadgen-node run` processes, as
+//! a person would start them.
+
+mod relay;
+mod steps;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+
+use super::args::AuditArgs;
+
+/// How a step ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// It showed what it proves.
+    Pass,
+    /// It showed the opposite, or could not show it: why.
+    Fail(String),
+    /// It was not run here: why, and what would run it.
+    Skipped(String),
+}
+
+/// One step of the demonstration.
+pub struct Step {
+    /// Short name (`name`, `partition`, `wire`, `delay`, `test04`, `report`).
+    pub id: &'static str,
+    /// What it proves.
+    pub proves: &'static str,
+    /// The rule it serves.
+    pub rule: &'static str,
+    /// What it measured, one line each.
+    pub lines: Vec<String>,
+    /// Its verdict.
+    pub outcome: Outcome,
+}
+
+impl Step {
+    fn new(id: &'static str, proves: &'static str, rule: &'static str) -> Step {
+        Step {
+            id,
+            proves,
+            rule,
+            lines: Vec::new(),
+            outcome: Outcome::Pass,
+        }
+    }
+
+    fn print(&self, number: usize, of: usize) {
+        println!("\n[{number}/{of}] {}: {}", self.id, self.proves);
+        println!("      rule: {}", self.rule);
+        for line in &self.lines {
+            println!("      {line}");
+        }
+        match &self.outcome {
+            Outcome::Pass => println!("      PASS"),
+            Outcome::Fail(why) => println!("      FAIL: {why}"),
+            Outcome::Skipped(why) => println!("      SKIPPED: {why}"),
+        }
+    }
+
+    fn json(&self) -> Value {
+        let (outcome, why) = match &self.outcome {
+            Outcome::Pass => ("pass", None),
+            Outcome::Fail(why) => ("fail", Some(why)),
+            Outcome::Skipped(why) => ("skipped", Some(why)),
+        };
+        json!({"id": self.id, "proves": self.proves, "rule": self.rule,
+               "lines": self.lines, "outcome": outcome, "why": why})
+    }
+}
+
+/// Runs every step, prints each as it ends, writes `audit.json` and
+/// fails if a step failed.
+pub fn command(args: &AuditArgs) -> Result<()> {
+    if args.run.network.sut_node.is_empty() {
+        bail!("give the sut-nodes to audit: --sut-node URL (one per node)");
+    }
+    if args.partition_cmd.is_some() != args.heal_cmd.is_some() {
+        bail!("--partition-cmd and --heal-cmd go together: what cuts a node off must also heal it");
+    }
+    std::fs::create_dir_all(&args.audit_dir)
+        .with_context(|| format!("cannot create {}", args.audit_dir.display()))?;
+    let audit_dir = std::path::absolute(&args.audit_dir)?;
+    println!(
+        "netdiv audit of {} node(s); runs and logs in {}",
+        args.run.network.sut_node.len(),
+        audit_dir.display()
+    );
+    let ctx = steps::Context::new(args, &audit_dir)?;
+    let all: [fn(&steps::Context) -> Step; 6] = [
+        steps::name,
+        steps::partition,
+        steps::wire,
+        steps::delay,
+        steps::test04,
+        steps::report,
+    ];
+    let mut done = Vec::new();
+    for (i, step) in all.iter().enumerate() {
+        let step = step(&ctx);
+        step.print(i + 1, all.len());
+        done.push(step);
+    }
+    let failed: Vec<&str> = done
+        .iter()
+        .filter(|s| matches!(s.outcome, Outcome::Fail(_)))
+        .map(|s| s.id)
+        .collect();
+    let record = json!({
+        "nodes": args.run.network.sut_node.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "steps": done.iter().map(Step::json).collect::<Vec<_>>(),
+        "passed": failed.is_empty(),
+    });
+    let path = audit_dir.join("audit.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&record)? + "\n")
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    println!("\nAudit record: {}", path.display());
+    if !failed.is_empty() {
+        bail!("the audit failed: {}", failed.join(", "));
+    }
+    println!("Every step passed or was skipped as noted.");
+    Ok(())
+}
+
+/// Flags of `audit` that a child `run` must not get.
+const AUDIT_ONLY: &[(&str, bool)] = &[
+    ("--sut-node", true),
+    ("--scenario", true),
+    ("--output", true),
+    ("--audit-dir", true),
+    ("--partition-cmd", true),
+    ("--heal-cmd", true),
+    ("--delay-ms", true),
+    ("--inference", true),
+    ("--python", true),
+    ("--progress", true),
+    ("--audit-conf", true),
+    ("--record-issued", true),
+    ("--metrics-listen", true),
+];
+
+/// A child `loadgen-node run` of `scenario` against `nodes`, its logs in
+/// `output`; fails with the end of its output when the run fails.
+fn child_run(
+    user_conf: &Path,
+    scenario: &str,
+    nodes: &[String],
+    output: &Path,
+    extra: &[&str],
+) -> Result<()> {
+    std::fs::create_dir_all(output)
+        .with_context(|| format!("cannot create {}", output.display()))?;
+    let mut command = Command::new(std::env::current_exe().context("cannot find this program")?);
+    command
+        .arg("run")
+        .args(super::child::run_flags(
+            std::env::args().skip(2),
+            AUDIT_ONLY,
+        ))
+        .args(["--scenario", scenario, "--progress", "never"])
+        .arg("--output")
+        .arg(output)
+        .args(extra);
+    if !std::env::args().any(|a| a == "--user-conf" || a.starts_with("--user-conf=")) {
+        command.arg("--user-conf").arg(user_conf);
+    }
+    for node in nodes {
+        command.args(["--sut-node", node]);
+    }
+    let log_path = output.join("loadgen-node.log");
+    let log = std::fs::File::create(&log_path)
+        .with_context(|| format!("cannot create {}", log_path.display()))?;
+    let status = command
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .status()
+        .context("cannot start a child run")?;
+    if !status.success() {
+        let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(8).collect();
+        bail!(
+            "the {scenario} run failed ({status}): {}",
+            tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+        );
+    }
+    Ok(())
+}
+
+/// The audit's own user.conf: short runs the compose lab's nodes pass.
+const USER_CONF: &str = "\
+# user.conf of `loadgen-node audit` (short runs; --user-conf replaces it)
+*.Offline.target_qps = 4000
+*.Offline.min_duration = 2000
+*.Offline.min_query_count = 1
+*.SingleStream.target_latency = 1
+*.SingleStream.min_duration = 2000
+*.SingleStream.min_query_count = 100
+";
+
+/// Where the audit's runs go.
+fn run_dir(audit_dir: &Path, name: &str) -> PathBuf {
+    audit_dir.join(name)
+}
