@@ -287,11 +287,11 @@ teardown() {
 }
 
 # Runs in the background: once the LoadGen has connected to every node
-# (it prints a "loadgen-node: node URL: ..." line per node), waits
+# (its log has an event="nodes_connected" record), waits
 # NODE_AFTER seconds and stops or kills NODE_VICTIM.
 node_loss() {
     local deadline=$((SECONDS + TIMEOUT))
-    until [[ "$(docker logs "$LOADGEN_CID" 2>&1)" == *"loadgen-node: node "* ]]; do
+    until [[ "$(docker logs "$LOADGEN_CID" 2>&1)" == *nodes_connected* ]]; do
         ((SECONDS < deadline)) || return 0
         [[ "$(docker inspect -f '{{.State.Running}}' "$LOADGEN_CID" 2>/dev/null)" == true ]] || return 0
         sleep 0.2

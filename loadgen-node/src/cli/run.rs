@@ -144,6 +144,11 @@ pub fn run_network(
             info.hostname
         );
     }
+    tracing::info!(
+        event = "nodes_connected",
+        nodes = nodes.len(),
+        "connected to every node"
+    );
     let counters = Arc::new(Counters::default());
     let sut = QdlSut {
         network,
