@@ -17,6 +17,7 @@
 //! ended); only its completion counts.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::Instant;
 
 use crate::dispatch::{DispatchPolicy, Dispatcher};
 
@@ -69,6 +70,8 @@ struct Outstanding<T> {
     piece_seq: u64,
     sample: SampleRef,
     tag: T,
+    /// When the piece left for this node, for per-node round trips.
+    sent_at: Instant,
 }
 
 struct NodeSlot<T> {
@@ -248,6 +251,12 @@ impl<T: Clone> Pool<T> {
         tags
     }
 
+    /// When the sample `id` outstanding on `node` was sent there; `None`
+    /// if it is not outstanding there (its answer will not count).
+    pub fn sent_at(&self, node: usize, id: u64) -> Option<Instant> {
+        self.nodes[node].outstanding.get(&id).map(|o| o.sent_at)
+    }
+
     /// Why `node` failed, if it did.
     pub fn failure(&self, node: usize) -> Option<&str> {
         self.nodes[node].failure.as_deref()
@@ -349,6 +358,8 @@ impl<T: Clone> Pool<T> {
             let piece = self.pending.pop_front().expect("checked non-empty");
             let piece_seq = self.next_piece_seq;
             self.next_piece_seq += 1;
+            // One clock read per piece; the caller sends it right after.
+            let sent_at = Instant::now();
             let slot = &mut self.nodes[node];
             for s in &piece.samples {
                 slot.in_flight += 1;
@@ -360,6 +371,7 @@ impl<T: Clone> Pool<T> {
                         piece_seq,
                         sample: *s,
                         tag: piece.tag.clone(),
+                        sent_at,
                     },
                 );
             }

@@ -54,6 +54,24 @@ pub enum Command {
     /// (as a sut-node with `postprocess = "argmax"` sends it), compared
     /// with the label of its sample.
     Accuracy(AccuracyArgs),
+    /// Write a run's report: one self-contained HTML page (LOGDIR/
+    /// netdiv_report.html, plots also in LOGDIR/report/*.svg) with the
+    /// verdict and why, latency and throughput plots, TTFT/TPOT for token
+    /// models, and for network runs the nodes and the Network-division
+    /// checks. `run` writes it after each run unless --no-report.
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A run's log folder (mlperf_log_*, and netdiv_run.json for network
+    /// runs), or a folder of such folders (the embedded default's).
+    #[arg(value_name = "LOGDIR")]
+    pub logdir: PathBuf,
+    /// Write the page here instead [default: LOGDIR/netdiv_report.html];
+    /// the plots go to report/ beside it.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -255,6 +273,10 @@ pub struct RunArgs {
     /// Leave mlperf_log_trace.json empty.
     #[arg(long)]
     pub no_trace: bool,
+    /// Do not write the run's report (netdiv_report.html beside the logs;
+    /// see `loadgen-node report`).
+    #[arg(long)]
+    pub no_report: bool,
     /// Name the in-process SUT reports.
     #[arg(long, default_value = "null-sut")]
     pub sut_name: String,

@@ -236,6 +236,8 @@ pub fn run_default(args: &RunArgs) -> Result<()> {
             official_in_child(args, scenario, &urls, &output)?;
         } else {
             super::run::run_network(args, scenario, urls.clone(), Some(USER_CONF), &output)?;
+            // (The official LoadGen's child run writes its own.)
+            super::run::report_after(args, &output);
         }
         verdicts.push(format!("{:<8} {}", scenario.name(), verdict(&output)));
     }

@@ -5,8 +5,8 @@
 //! flags become the pieces of a test ([`setup`]), the embedded default
 //! ([`embedded`]), the live progress line ([`progress`]), a run's
 //! Prometheus endpoint ([`metrics`]) and the rules of
-//! a submission run ([`submission_mode`]), and the run record of every
-//! network run ([`record`]).
+//! a submission run ([`submission_mode`]), the run record of every
+//! network run ([`record`]), and the HTML report of a run ([`report`]).
 
 pub mod args;
 pub mod audit;
@@ -15,6 +15,7 @@ pub mod embedded;
 pub mod metrics;
 pub mod progress;
 pub mod record;
+pub mod report;
 pub mod run;
 pub mod score;
 pub mod setup;

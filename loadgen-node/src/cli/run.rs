@@ -44,7 +44,7 @@ pub fn command(args: &RunArgs) -> Result<()> {
     if args.synthetic.any() && args.sut != Some(SutKind::Synthetic) {
         bail!("the --synthetic-* flags set the cost model of --sut synthetic; --sut null answers at once");
     }
-    match args.sut {
+    let ran = match args.sut {
         Some(SutKind::Null) => run_null(args, scenario),
         Some(SutKind::Synthetic) => run_synthetic(args, scenario),
         Some(SutKind::Local) => run_local_node(args, scenario),
@@ -52,6 +52,16 @@ pub fn command(args: &RunArgs) -> Result<()> {
             let nodes = args.network.sut_node.clone();
             run_network(args, scenario, nodes, None, &args.output)
         }
+    };
+    report_after(args, &args.output);
+    ran
+}
+
+/// The run's report beside its logs, if it wrote a summary (a run that
+/// failed late still gets one: its logs say why).
+pub fn report_after(args: &RunArgs, output: &Path) {
+    if !args.no_report && output.join(super::report::logs::SUMMARY).is_file() {
+        super::report::after_run(output);
     }
 }
 

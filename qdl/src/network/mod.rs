@@ -10,6 +10,7 @@
 //! the links, and the [`watchdog`] that fails nodes which stop making
 //! progress.
 
+mod latency;
 mod router;
 pub mod traffic;
 mod watchdog;

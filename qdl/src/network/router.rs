@@ -5,6 +5,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 use netdiv_proto::pb;
 use netdiv_proto::sample::completion_output;
@@ -349,7 +350,19 @@ impl LinkEvents for QueryRouter {
                 self.first_tokens
                     .fetch_add(ids.len() as u64 - late, Ordering::Relaxed);
             } else {
-                let (tags, sends) = self.lock_pool().complete(node, &ids);
+                let (tags, sends) = {
+                    let mut pool = self.lock_pool();
+                    // Only answers that count are timed (the sample is
+                    // outstanding here); the pool decides, as before.
+                    let now = Instant::now();
+                    for id in &ids {
+                        if let Some(sent) = pool.sent_at(node, *id) {
+                            let us = now.saturating_duration_since(sent).as_micros() as u64;
+                            self.traffic[node].round_trip(us);
+                        }
+                    }
+                    pool.complete(node, &ids)
+                };
                 self.send(sends);
                 let late = self.deliver(&run, tags, |sink, batch| sink.complete(batch));
                 self.completed

@@ -1,12 +1,16 @@
 //! What crossed the fabric, per node: samples and bytes each way (as they
 //! travelled and decoded), when the first piece left and the last answer
 //! came, and each Name() round trip. For the run record and the
-//! Network-division bandwidth check; counting never blocks the timed path
-//! (relaxed atomics, one short lock for the Name() times).
+//! Network-division bandwidth check, and each node's sample round trips
+//! ([`super::latency`]); counting never blocks the timed path (relaxed
+//! atomics, one short lock for the Name() times).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
+
+use super::latency::LatencyHistogram;
+pub use super::latency::LatencySummary;
 
 /// Counters of one node.
 #[derive(Default)]
@@ -18,6 +22,7 @@ pub(super) struct NodeTraffic {
     bytes_received: AtomicU64,
     decoded_bytes_received: AtomicU64,
     name_round_trips_us: Mutex<Vec<u64>>,
+    latency: LatencyHistogram,
 }
 
 /// When traffic started and last moved, relative to the QDL's start.
@@ -77,6 +82,11 @@ impl NodeTraffic {
             .fetch_add(decoded, Ordering::Relaxed);
     }
 
+    /// A completion that counts arrived, `us` after its sample was sent.
+    pub(super) fn round_trip(&self, us: u64) {
+        self.latency.record(us);
+    }
+
     pub(super) fn name_round_trip(&self, us: u64) {
         self.name_round_trips_us
             .lock()
@@ -97,6 +107,7 @@ impl NodeTraffic {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .clone(),
+            latency: self.latency.snapshot(),
         }
     }
 }
@@ -118,4 +129,6 @@ pub struct NodeTrafficReport {
     pub decoded_bytes_received: u64,
     /// Each Name() round trip to this node, in microseconds.
     pub name_round_trips_us: Vec<u64>,
+    /// Sample round trips to this node (sent until completed).
+    pub latency: LatencySummary,
 }

@@ -49,6 +49,7 @@ const SUBMISSION_ONLY: &[(&str, bool)] = &[
     ("--audit-conf", true),
     ("--loadgen", true),
     ("--submission-mode", false),
+    ("--no-report", false),
 ];
 
 /// Runs the whole submission.
@@ -347,6 +348,9 @@ impl ScenarioRuns<'_> {
             .arg("run")
             .args(passed_through(std::env::args().skip(2)))
             .args(["--loadgen", "official", "--submission-mode"])
+            // No report in the run folders the official verification
+            // scripts read: `loadgen-node report` renders one afterwards.
+            .arg("--no-report")
             .args(["--scenario", self.scenario, "--mode", mode])
             .arg("--output")
             .arg(&out)

@@ -1,0 +1,411 @@
+//! The report page: one self-contained HTML file (style, plots and a
+//! small self-check inline) laying out the verdict and why, the latency
+//! numbers, the plots, and for network runs the Network-division checks
+//! from the run record.
+
+use std::fmt::Write;
+
+use serde_json::Value;
+
+use super::logs::RunLogs;
+use super::plots::{Plot, PlotBody, Section};
+
+/// Escapes text for HTML content and attribute values.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:1100px;color:#222}\
+h1{margin-bottom:0}.sub{color:#666;margin-top:.2em}\
+.verdict{font-size:2em;font-weight:bold;padding:.2em .6em;display:inline-block;border-radius:6px}\
+.VALID{background:#d4f4d4;color:#0a5c0a}.INVALID{background:#fbd5d5;color:#8a1010}\
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}\
+td.num{text-align:right;font-variant-numeric:tabular-nums}.yes{color:#0a5c0a}.no{color:#8a1010;font-weight:bold}\
+figure.plot{margin:1em 0}figure.missing{color:#8a5a00;background:#fff6e0;padding:.5em;border-radius:4px}\
+figcaption{font-size:.85em;color:#666}";
+
+/// Counts, for each plot, the drawn elements the browser laid out (non-
+/// empty boxes) into `data-drawn`, and page errors into `data-errors`,
+/// so a headless browser's `--dump-dom` shows what was really drawn.
+const SELF_CHECK: &str = "(function(){var errors=0;window.addEventListener('error',function(){errors++;\
+document.body.setAttribute('data-errors',errors);});\
+var figs=document.querySelectorAll('figure[data-plot]');figs.forEach(function(f){var n=0;\
+var svg=f.querySelector('svg');if(svg){svg.querySelectorAll('circle,rect,polyline,path,line,polygon')\
+.forEach(function(e){var b=e.getBBox();if(b.width>0||b.height>0){n++;}});}\
+f.setAttribute('data-drawn',n);});document.body.setAttribute('data-errors',errors);\
+document.body.setAttribute('data-checked',figs.length);})();";
+
+fn row(out: &mut String, cells: &[String]) {
+    out.push_str("<tr>");
+    for c in cells {
+        out.push_str(c);
+    }
+    out.push_str("</tr>\n");
+}
+
+fn td(text: impl AsRef<str>) -> String {
+    format!("<td>{}</td>", escape(text.as_ref()))
+}
+
+fn num(text: impl AsRef<str>) -> String {
+    format!("<td class=\"num\">{}</td>", escape(text.as_ref()))
+}
+
+fn ms(ns: f64) -> String {
+    format!("{:.3} ms", ns / 1e6)
+}
+
+/// Renders the page; `svg_dir` is the folder name the plot files are in,
+/// relative to the page.
+pub fn render(logs: &RunLogs, plots: &[Plot], svg_dir: &str) -> String {
+    let s = &logs.summary;
+    let field = |k: &str| s.fields.get(k).cloned().unwrap_or_default();
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>netdiv report: {} {}</title><style>{STYLE}</style></head>\n<body>\n",
+        escape(&field("SUT name")),
+        escape(s.scenario())
+    );
+    let benchmark = logs
+        .record
+        .as_ref()
+        .and_then(|r| r["benchmark"].as_str().map(str::to_string));
+    let _ =
+        write!(
+        out,
+        "<h1>Run report</h1><p class=\"sub\">{}{} &middot; {} &middot; SUT {} &middot; {}</p>\n",
+        benchmark.map(|b| escape(&b) + " &middot; ").unwrap_or_default(),
+        escape(s.scenario()),
+        escape(&field("Mode")),
+        escape(&field("SUT name")),
+        escape(&logs.dir.display().to_string())
+    );
+    verdict(&mut out, logs);
+    latency_table(&mut out, logs);
+    plot_section(
+        &mut out,
+        "Latency and throughput",
+        plots,
+        Section::Latency,
+        svg_dir,
+    );
+    plot_section(
+        &mut out,
+        "Tokens (TTFT and TPOT)",
+        plots,
+        Section::Tokens,
+        svg_dir,
+    );
+    match &logs.record {
+        Some(record) => {
+            plot_section(&mut out, "Nodes", plots, Section::Network, svg_dir);
+            network_checks(&mut out, record);
+        }
+        None => out.push_str(
+            "<section id=\"network\"><h2>Network</h2><p>No run record (netdiv_run.json): \
+             not a network run, so there are no per-node or Network-division sections.</p></section>\n",
+        ),
+    }
+    let notes: Vec<&Plot> = plots
+        .iter()
+        .filter(|p| matches!(p.body, PlotBody::Missing(_)))
+        .collect();
+    if !notes.is_empty() {
+        out.push_str("<section id=\"not-plotted\"><h2>Not plotted</h2><ul>\n");
+        for p in notes {
+            if let PlotBody::Missing(why) = &p.body {
+                let _ = writeln!(out, "<li>{}: {}</li>", escape(&p.title), escape(why));
+            }
+        }
+        out.push_str("</ul></section>\n");
+    }
+    let _ = write!(
+        out,
+        "<p class=\"sub\">Written by loadgen-node {} from the logs in {}.</p>\n\
+         <script>{SELF_CHECK}</script>\n</body></html>\n",
+        env!("CARGO_PKG_VERSION"),
+        escape(&logs.dir.display().to_string())
+    );
+    out
+}
+
+fn verdict(out: &mut String, logs: &RunLogs) {
+    let s = &logs.summary;
+    let _ = write!(
+        out,
+        "<section id=\"verdict\"><h2>Verdict</h2>\
+         <p id=\"verdict-result\" class=\"verdict {0}\" data-verdict=\"{0}\">{0}</p>\n",
+        escape(&s.result)
+    );
+    if let Some((label, value)) = &s.headline {
+        let _ = writeln!(out, "<p><b>{}</b>: {}</p>", escape(label), escape(value));
+    }
+    out.push_str("<table><tr><th>Constraint</th><th>Satisfied</th></tr>\n");
+    for (what, ok) in &s.checks {
+        let cell = if *ok {
+            "<td class=\"yes\">Yes</td>".to_string()
+        } else {
+            "<td class=\"no\">NO</td>".to_string()
+        };
+        row(out, &[td(what), cell]);
+    }
+    out.push_str("</table>\n");
+    if !s.recommendations.is_empty() {
+        out.push_str("<h3>Why not VALID</h3><ul id=\"reasons\">\n");
+        for r in &s.recommendations {
+            let _ = writeln!(out, "<li>{}</li>", escape(r));
+        }
+        out.push_str("</ul>\n");
+    }
+    for (title, text) in &s.early_stopping {
+        let _ = writeln!(out, "<h3>{}</h3><p>{}</p>", escape(title), escape(text));
+    }
+    let errors = logs.detail.texts("error_runtime");
+    if !errors.is_empty() {
+        out.push_str("<h3>Runtime errors (detail log)</h3><ul id=\"errors\">\n");
+        for e in errors.iter().take(20) {
+            let _ = writeln!(out, "<li>{}</li>", escape(e));
+        }
+        if errors.len() > 20 {
+            let _ = writeln!(out, "<li>... and {} more</li>", errors.len() - 20);
+        }
+        out.push_str("</ul>\n");
+    }
+    out.push_str("</section>\n");
+}
+
+fn latency_table(out: &mut String, logs: &RunLogs) {
+    let d = &logs.detail;
+    let mut rows: Vec<(String, f64)> = Vec::new();
+    for (label, key) in [
+        ("min", "result_min_latency_ns"),
+        ("mean", "result_mean_latency_ns"),
+        ("max", "result_max_latency_ns"),
+    ] {
+        if let Some(v) = d.number(key) {
+            rows.push((label.into(), v));
+        }
+    }
+    for (p, v) in d.percentiles("result_", "_percentile_latency_ns") {
+        rows.push((format!("{p}th percentile"), v));
+    }
+    let ttft = d.percentiles("result_first_token_", "_percentile_latency_ns");
+    if rows.is_empty() {
+        return;
+    }
+    out.push_str("<section id=\"latency-numbers\"><h2>Latency (from the detail log)</h2><table>\n");
+    let mut header = vec!["<th>per sample</th><th>latency</th>".to_string()];
+    if !ttft.is_empty() {
+        header.push("<th>first token</th>".into());
+    }
+    row(out, &header);
+    for (label, v) in rows {
+        let mut cells = vec![td(&label), num(ms(v))];
+        if !ttft.is_empty() {
+            let p = label
+                .strip_suffix("th percentile")
+                .and_then(|p| p.parse::<f64>().ok());
+            let t = p
+                .and_then(|p| ttft.iter().find(|t| t.0 == p))
+                .map(|t| ms(t.1));
+            cells.push(num(t.unwrap_or_default()));
+        }
+        row(out, &cells);
+    }
+    let _ = writeln!(
+        out,
+        "</table><p>{} samples in the trace; {} responses in the accuracy log.</p></section>",
+        logs.trace.samples.len(),
+        logs.accuracy_entries
+    );
+}
+
+fn plot_section(out: &mut String, title: &str, plots: &[Plot], section: Section, svg_dir: &str) {
+    let mine: Vec<&Plot> = plots.iter().filter(|p| p.section == section).collect();
+    if mine.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "<section class=\"plots\"><h2>{}</h2>", escape(title));
+    for p in mine {
+        match &p.body {
+            PlotBody::Svg { svg, points } => {
+                let _ = write!(
+                    out,
+                    "<figure class=\"plot\" id=\"plot-{id}\" data-plot=\"{id}\" data-points=\"{points}\">\n{svg}\n\
+                     <figcaption>{} &middot; <a href=\"{svg_dir}/{id}.svg\">{id}.svg</a></figcaption></figure>\n",
+                    escape(&p.title),
+                    id = p.id,
+                );
+            }
+            PlotBody::Missing(why) => {
+                let _ = writeln!(
+                    out,
+                    "<figure class=\"plot missing\" id=\"plot-{id}\" data-missing=\"{w}\">\
+                     <b>{}</b>: not plotted: {w}</figure>",
+                    escape(&p.title),
+                    id = p.id,
+                    w = escape(why)
+                );
+            }
+        }
+    }
+    out.push_str("</section>\n");
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if n.is_f64() => format!("{f:.3}"),
+            _ => n.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
+fn rate(v: &Value) -> String {
+    v.as_f64()
+        .map_or_else(|| text(v), |b| format!("{:.2} MB/s", b / 1e6))
+}
+
+/// The record's nodes, failures, codecs, QDL counters and bandwidth.
+fn network_checks(out: &mut String, r: &Value) {
+    out.push_str("<section id=\"network\"><h2>Network-division checks</h2>\n");
+    let qdl = &r["qdl"];
+    let failed = qdl["nodes_failed"].as_u64().unwrap_or(0);
+    let resent = qdl["resent"].as_u64().unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "<p id=\"failover\" class=\"{}\">{}</p>",
+        if failed + resent == 0 { "yes" } else { "no" },
+        if failed + resent == 0 {
+            "No node failed; no sample was re-sent.".to_string()
+        } else {
+            format!("{failed} node(s) failed; {resent} samples were re-sent to the others.")
+        }
+    );
+    out.push_str(
+        "<table id=\"nodes\"><tr><th>node</th><th>address</th><th>host</th><th>backend</th>\
+         <th>response codec</th><th>samples sent</th><th>completed</th><th>round trip p50</th>\
+         <th>p99</th><th>failure</th></tr>\n",
+    );
+    for n in r["nodes"].as_array().into_iter().flatten() {
+        let t = &n["traffic"];
+        let us = |k: &str| {
+            t["latency"][k]
+                .as_f64()
+                .map_or("-".to_string(), |v| format!("{:.3} ms", v / 1e3))
+        };
+        let failure = n["failure"].as_str().unwrap_or("");
+        let cell = if failure.is_empty() {
+            "<td class=\"yes\">none</td>".to_string()
+        } else {
+            format!("<td class=\"no\">{}</td>", escape(failure))
+        };
+        row(
+            out,
+            &[
+                td(text(&n["name"])),
+                td(text(&n["url"])),
+                td(text(&n["hostname"])),
+                td(format!(
+                    "{} {}",
+                    text(&n["backend"]),
+                    text(&n["backend_detail"])
+                )),
+                td(text(&n["response_codec"])),
+                num(text(&t["samples_sent"])),
+                num(text(&t["latency"]["count"])),
+                num(us("p50_us")),
+                num(us("p99_us")),
+                cell,
+            ],
+        );
+    }
+    out.push_str("</table>\n<h3>Samples and QDL</h3><table>\n");
+    let samples = &r["samples"];
+    for (label, v) in [
+        ("LoadGen", text(&r["loadgen"])),
+        ("round", text(&r["round"])),
+        ("submission mode", text(&r["submission_mode"])),
+        ("sample source", text(&samples["source"])),
+        ("sample codec", text(&samples["codec"])),
+        ("sample dtype", text(&samples["dtype"])),
+        ("completed", text(&qdl["completed"])),
+        ("re-sent", text(&qdl["resent"])),
+        ("nodes failed", text(&qdl["nodes_failed"])),
+        ("late answers", text(&qdl["late_answers"])),
+        ("first tokens", text(&qdl["first_tokens"])),
+        ("late first tokens", text(&qdl["late_first_tokens"])),
+        ("traffic seconds", text(&qdl["traffic_seconds"])),
+    ] {
+        row(out, &[td(label), td(v)]);
+    }
+    out.push_str("</table>\n<h3>Bandwidth (rules, Datacenter)</h3><table id=\"bandwidth\">\n");
+    let b = &r["bandwidth"];
+    row(out, &[td("rule"), td(text(&b["rule"]))]);
+    if b.get("required_ingress_bytes_per_s").is_some() {
+        for (label, key) in [
+            ("throughput (samples/s)", "throughput_samples_per_s"),
+            ("required ingress", "required_ingress_bytes_per_s"),
+            ("required egress", "required_egress_bytes_per_s"),
+            (
+                "measured ingress (wire)",
+                "measured_ingress_wire_bytes_per_s",
+            ),
+            (
+                "measured ingress (decoded)",
+                "measured_ingress_decoded_bytes_per_s",
+            ),
+            ("measured egress (wire)", "measured_egress_wire_bytes_per_s"),
+            ("LoadGen NIC rate", "loadgen_nic_rate_bytes_per_s"),
+        ] {
+            let v = if key.starts_with("throughput") {
+                text(&b[key])
+            } else {
+                rate(&b[key])
+            };
+            row(out, &[td(label), num(v)]);
+        }
+        for (label, key) in [
+            (
+                "NIC rate covers the required ingress",
+                "nic_rate_covers_ingress",
+            ),
+            ("egress above zero", "egress_above_zero"),
+        ] {
+            let cell = match b[key].as_bool() {
+                Some(true) => "<td class=\"yes\">Yes</td>".to_string(),
+                Some(false) => "<td class=\"no\">NO</td>".to_string(),
+                None => td("unknown"),
+            };
+            row(out, &[td(label), cell]);
+        }
+    }
+    out.push_str("</table></section>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn escaping_covers_markup_and_quotes() {
+        assert_eq!(
+            super::escape("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+    }
+}
