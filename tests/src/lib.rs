@@ -25,7 +25,9 @@
 //!   over HTTP/1.1 or HTTP/2 and counts requests and connections;
 //! * [`bench`](mod@bench): what the benchmark binaries share;
 //! * [`text`]: the end of an output for a message, and an edit that must
-//!   match exactly once.
+//!   match exactly once;
+//! * [`chromium`]: a real headless Chromium (installed by
+//!   `tests/setup/chromium.sh`) that renders the run report.
 //!
 //! The items most tests use are re-exported here.
 //!
@@ -33,6 +35,7 @@
 
 pub mod bench;
 pub mod binaries;
+pub mod chromium;
 pub mod configs;
 pub mod counting_engine;
 pub mod engines;

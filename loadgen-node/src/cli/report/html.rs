@@ -35,14 +35,18 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}.yes{color:#0a5c0a}.no
 figure.plot{margin:1em 0}figure.missing{color:#8a5a00;background:#fff6e0;padding:.5em;border-radius:4px}\
 figcaption{font-size:.85em;color:#666}";
 
-/// Counts, for each plot, the drawn elements the browser laid out (non-
-/// empty boxes) into `data-drawn`, and page errors into `data-errors`,
-/// so a headless browser's `--dump-dom` shows what was really drawn.
+/// Counts, for each plot, the data elements the browser laid out (non-
+/// empty boxes in a colour: axes, grid and text are black or grey) into
+/// `data-drawn`, and page errors into `data-errors`, so a headless
+/// browser's `--dump-dom` shows what was really drawn.
 const SELF_CHECK: &str = "(function(){var errors=0;window.addEventListener('error',function(){errors++;\
 document.body.setAttribute('data-errors',errors);});\
+function colored(c){c=(c||'').toLowerCase();if(c.length!==7||c[0]!=='#'){return false;}\
+return !(c.substr(1,2)===c.substr(3,2)&&c.substr(3,2)===c.substr(5,2));}\
 var figs=document.querySelectorAll('figure[data-plot]');figs.forEach(function(f){var n=0;\
 var svg=f.querySelector('svg');if(svg){svg.querySelectorAll('circle,rect,polyline,path,line,polygon')\
-.forEach(function(e){var b=e.getBBox();if(b.width>0||b.height>0){n++;}});}\
+.forEach(function(e){var b=e.getBBox();if((b.width>0||b.height>0)&&\
+(colored(e.getAttribute('fill'))||colored(e.getAttribute('stroke')))){n++;}});}\
 f.setAttribute('data-drawn',n);});document.body.setAttribute('data-errors',errors);\
 document.body.setAttribute('data-checked',figs.length);})();";
 
