@@ -182,6 +182,16 @@ fn scrape_and_compare(
             node.name
         );
         ensure!(qdl_completed > 0.0, "{} got no work", node.name);
+        let timed = last.value("netdiv_loadgen_node_round_trip_seconds_count", &name)?;
+        let inf = last.value(
+            "netdiv_loadgen_node_round_trip_seconds_bucket",
+            &[("name", node.name.as_str()), ("le", "+Inf")],
+        )?;
+        ensure!(
+            timed == qdl_completed && inf == timed,
+            "{}: {timed} round trips timed ({inf} in +Inf) for {qdl_completed} completions",
+            node.name
+        );
         let batches = own.sum("netdiv_node_batch_size_count");
         ensure!(
             batches > 0.0 && own.sum("netdiv_node_inference_seconds_count") == batches,
@@ -195,6 +205,41 @@ fn scrape_and_compare(
     ensure!(
         total == logged,
         "the nodes completed {total}, the log holds {logged}"
+    );
+    let mut exported: Vec<&str> = last.samples.iter().map(|s| s.name.as_str()).collect();
+    let node_scrape = scrape(node_endpoints[0])?;
+    exported.extend(node_scrape.samples.iter().map(|s| s.name.as_str()));
+    dashboard_uses_only(&exported)
+}
+
+/// Every series the Grafana dashboard queries is one the endpoints export.
+fn dashboard_uses_only(exported: &[&str]) -> Result<()> {
+    let path = netdiv_tests::workspace_root().join("deploy/grafana/netdiv-dashboard.json");
+    let dashboard: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path)?)
+        .with_context(|| format!("{} is not JSON", path.display()))?;
+    let mut queried = Vec::new();
+    for panel in dashboard["panels"].as_array().context("no panels")? {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"].as_str().context("a target without expr")?;
+            let mut rest = expr;
+            while let Some(at) = rest.find("netdiv_") {
+                let name: String = rest[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                rest = &rest[at + name.len()..];
+                queried.push(name);
+            }
+        }
+    }
+    ensure!(queried.len() > 10, "the dashboard queries only {queried:?}");
+    let missing: Vec<&String> = queried
+        .iter()
+        .filter(|q| !exported.contains(&q.as_str()))
+        .collect();
+    ensure!(
+        missing.is_empty(),
+        "the dashboard queries series no endpoint exports: {missing:?}"
     );
     Ok(())
 }

@@ -229,7 +229,8 @@ pub fn run_default(args: &RunArgs) -> Result<()> {
             .join(", ")
     );
     let mut verdicts = Vec::new();
-    for scenario in scenarios {
+    let scenarios_run: Vec<&str> = scenarios.iter().map(|s| s.name()).collect();
+    for scenario in scenarios.iter().copied() {
         println!("\n== {} through the QDL ==", scenario.name());
         let output = args.output.join(scenario.name());
         if args.loadgen == Engine::Official {
@@ -249,6 +250,17 @@ pub fn run_default(args: &RunArgs) -> Result<()> {
     println!("\nVerdict:");
     for line in &verdicts {
         println!("  {line}");
+    }
+    let reports: Vec<PathBuf> = scenarios_run
+        .iter()
+        .map(|s| args.output.join(s).join(super::report::FILE))
+        .filter(|p| p.is_file())
+        .collect();
+    if !reports.is_empty() {
+        println!("\nReports:");
+        for path in reports {
+            println!("  {}", path.display());
+        }
     }
     Ok(())
 }

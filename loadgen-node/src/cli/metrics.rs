@@ -12,11 +12,12 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use loadgen_node::sut::Counters;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
+use qdl::network::traffic::LatencySummary;
 use qdl::network::NetworkObserver;
 use tokio::sync::watch;
 
@@ -62,6 +63,30 @@ fn single<M: EncodeMetric>(
 ) -> Result<(), std::fmt::Error> {
     let kind = value.metric_type();
     value.encode(encoder.encode_descriptor(name, help, None, kind)?)
+}
+
+/// Upper bounds of the round-trip histogram: 50 µs doubling to about
+/// 100 s, the same every scrape (Prometheus needs fixed buckets).
+fn round_trip_bounds() -> impl Iterator<Item = f64> {
+    (0..22).map(|k| 50e-6 * f64::from(1u32 << k))
+}
+
+/// A node's round trips (the QDL's fine log buckets, 1/8 of a power of
+/// two wide) in the fixed buckets: each fine bucket counts in the first
+/// fixed one at or above its upper bound.
+fn round_trip_histogram(latency: &LatencySummary) -> (f64, u64, Vec<(f64, u64)>) {
+    let mut buckets: Vec<(f64, u64)> = round_trip_bounds().map(|b| (b, 0)).collect();
+    buckets.push((f64::MAX, 0));
+    for &(upper_us, count) in &latency.buckets {
+        let upper = upper_us as f64 / 1e6;
+        let slot = buckets
+            .iter()
+            .position(|(b, _)| *b >= upper)
+            .unwrap_or(buckets.len() - 1);
+        buckets[slot].1 += count;
+    }
+    let sum = latency.mean_us as f64 * latency.count as f64 / 1e6;
+    (sum, latency.count, buckets)
 }
 
 impl Collector for RunCollector {
@@ -143,6 +168,18 @@ impl Collector for RunCollector {
             MetricType::Counter,
             nodes().map(|(l, (_, (t, _)))| (l, ConstCounter::new(t.bytes_received))),
         )?;
+        let mut metric = e.encode_descriptor(
+            "node_round_trip_seconds",
+            "Sample round trips per node: sent by the QDL until its completion came back",
+            None,
+            MetricType::Histogram,
+        )?;
+        for (labels, (_, (t, _))) in nodes() {
+            let (sum, count, buckets) = round_trip_histogram(&t.latency);
+            metric
+                .encode_family(&labels)?
+                .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
+        }
         per_node(
             e,
             "node_failed",
@@ -230,5 +267,28 @@ impl Drop for RunMetrics {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fine_round_trip_buckets_fold_into_the_fixed_ones() {
+        let latency = LatencySummary {
+            count: 3,
+            mean_us: 100,
+            buckets: vec![(40, 1), (60, 1), (200_000_000, 1)],
+            ..LatencySummary::default()
+        };
+        let (sum, count, buckets) = round_trip_histogram(&latency);
+        assert_eq!(count, 3);
+        assert!((sum - 300e-6).abs() < 1e-12);
+        assert_eq!(buckets[0], (50e-6, 1));
+        assert_eq!(buckets[1], (100e-6, 1));
+        // Beyond the last bound: +Inf.
+        assert_eq!(buckets.last(), Some(&(f64::MAX, 1)));
+        assert_eq!(buckets.iter().map(|b| b.1).sum::<u64>(), 3);
     }
 }

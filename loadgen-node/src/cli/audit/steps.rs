@@ -437,7 +437,7 @@ pub fn test04(ctx: &Context) -> Step {
 pub fn report(ctx: &Context) -> Step {
     let mut step = Step::new(
         "report",
-        "what was measured can be looked at: the MLPerf logs and run record of every run above",
+        "what was measured can be looked at: the report (verdict, latency, nodes, Network-division checks) of every run above, beside its MLPerf logs and run record",
         "Submission: logs and the system's network (NICs, fabric, codecs) are reported",
     );
     let mut found = 0;
@@ -453,7 +453,12 @@ pub fn report(ctx: &Context) -> Step {
         };
         if run.join("mlperf_log_summary.txt").is_file() {
             found += 1;
-            step.lines.push(run.display().to_string());
+            let report = run.join(crate::cli::report::FILE);
+            step.lines.push(if report.is_file() {
+                report.display().to_string()
+            } else {
+                format!("{} (logs; no report)", run.display())
+            });
         }
     }
     if found == 0 {

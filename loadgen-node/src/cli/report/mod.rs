@@ -87,6 +87,6 @@ pub fn command(args: &ReportArgs) -> Result<()> {
 pub fn after_run(output: &Path) {
     match write(output, None) {
         Ok(page) => println!("report: {}", page.display()),
-        Err(e) => eprintln!("loadgen-node: warning: no report: {e:#}"),
+        Err(e) => tracing::warn!("no report: {e:#}"),
     }
 }
