@@ -87,11 +87,12 @@ pub fn render(logs: &RunLogs, plots: &[Plot], svg_dir: &str) -> String {
         .record
         .as_ref()
         .and_then(|r| r["benchmark"].as_str().map(str::to_string));
-    let _ =
-        write!(
+    let _ = writeln!(
         out,
-        "<h1>Run report</h1><p class=\"sub\">{}{} &middot; {} &middot; SUT {} &middot; {}</p>\n",
-        benchmark.map(|b| escape(&b) + " &middot; ").unwrap_or_default(),
+        "<h1>Run report</h1><p class=\"sub\">{}{} &middot; {} &middot; SUT {} &middot; {}</p>",
+        benchmark
+            .map(|b| escape(&b) + " &middot; ")
+            .unwrap_or_default(),
         escape(s.scenario()),
         escape(&field("Mode")),
         escape(&field("SUT name")),
@@ -148,10 +149,10 @@ pub fn render(logs: &RunLogs, plots: &[Plot], svg_dir: &str) -> String {
 
 fn verdict(out: &mut String, logs: &RunLogs) {
     let s = &logs.summary;
-    let _ = write!(
+    let _ = writeln!(
         out,
         "<section id=\"verdict\"><h2>Verdict</h2>\
-         <p id=\"verdict-result\" class=\"verdict {0}\" data-verdict=\"{0}\">{0}</p>\n",
+         <p id=\"verdict-result\" class=\"verdict {0}\" data-verdict=\"{0}\">{0}</p>",
         escape(&s.result)
     );
     if let Some((label, value)) = &s.headline {
