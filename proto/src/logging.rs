@@ -88,20 +88,31 @@ fn filter(args: &LogArgs) -> Result<EnvFilter, LoggingError> {
         })
 }
 
+/// Human-readable lines on stderr, coloured on a terminal.
+fn text_layer<S>() -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    Box::new(
+        tracing_subscriber::fmt::layer()
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_writer(std::io::stderr),
+    )
+}
+
 /// Installs the process's subscriber. `identifier` names the program in
 /// the journal (`SYSLOG_IDENTIFIER`), e.g. `sut-node-node-a`.
 pub fn init(args: &LogArgs, identifier: &str) -> Result<(), LoggingError> {
-    let format = match args.log_format {
-        LogFormat::Auto if stderr_is_journal() => LogFormat::Journald,
-        LogFormat::Auto => LogFormat::Text,
-        other => other,
-    };
-    let output: Box<dyn Layer<_> + Send + Sync> = match format {
-        LogFormat::Journald => Box::new(
-            tracing_journald::layer()
-                .map_err(LoggingError::Journald)?
-                .with_syslog_identifier(identifier.to_string()),
-        ),
+    let journald =
+        || tracing_journald::layer().map(|l| l.with_syslog_identifier(identifier.to_string()));
+    let output: Box<dyn Layer<_> + Send + Sync> = match args.log_format {
+        LogFormat::Journald => Box::new(journald().map_err(LoggingError::Journald)?),
+        // Under systemd, native journal entries; if the journal cannot be
+        // reached after all, stderr still gets text.
+        LogFormat::Auto if stderr_is_journal() => match journald() {
+            Ok(layer) => Box::new(layer),
+            Err(_) => text_layer(),
+        },
         LogFormat::Json => Box::new(
             tracing_subscriber::fmt::layer()
                 .json()
@@ -109,14 +120,47 @@ pub fn init(args: &LogArgs, identifier: &str) -> Result<(), LoggingError> {
                 .with_current_span(false)
                 .with_writer(std::io::stderr),
         ),
-        LogFormat::Text | LogFormat::Auto => Box::new(
-            tracing_subscriber::fmt::layer()
-                .with_ansi(std::io::stderr().is_terminal())
-                .with_writer(std::io::stderr),
-        ),
+        LogFormat::Text | LogFormat::Auto => text_layer(),
     };
     tracing_subscriber::registry()
         .with(output.with_filter(filter(args)?))
         .try_init()
         .map_err(|e| LoggingError::AlreadySet(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_filter_names_where_it_came_from() {
+        if std::env::var_os("RUST_LOG").is_some() {
+            return; // RUST_LOG would be read instead of the flag.
+        }
+        let args = LogArgs {
+            log_level: "info,quinn=[".into(),
+            log_format: LogFormat::Text,
+        };
+        let error = filter(&args).unwrap_err().to_string();
+        assert!(error.starts_with("--log-level \"info,quinn=[\""), "{error}");
+        let args = LogArgs {
+            log_level: "info,qdl=debug".into(),
+            log_format: LogFormat::Text,
+        };
+        assert!(filter(&args).is_ok());
+    }
+
+    #[test]
+    fn the_journal_is_recognised_by_stderr_s_device_and_inode() {
+        let meta = std::fs::metadata("/proc/self/fd/2").unwrap();
+        std::env::set_var("JOURNAL_STREAM", format!("{}:{}", meta.dev(), meta.ino()));
+        assert!(stderr_is_journal());
+        std::env::set_var(
+            "JOURNAL_STREAM",
+            format!("{}:{}", meta.dev(), meta.ino() + 1),
+        );
+        assert!(!stderr_is_journal());
+        std::env::remove_var("JOURNAL_STREAM");
+        assert!(!stderr_is_journal());
+    }
 }
