@@ -23,8 +23,9 @@ const READY_POLL: Duration = Duration::from_millis(250);
 /// timeout closes them (5 s for llama.cpp's and uvicorn's servers): a
 /// request sent just as the server closes its connection is lost.
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(2);
-/// Tries of a request that failed before any answer (see `send`).
-const SEND_TRIES: usize = 3;
+/// Tries of a request that failed before any answer (see `send`) beyond
+/// one per pooled connection: each of those may be found dead in turn.
+const FRESH_CONNECTION_TRIES: usize = 2;
 /// Tokens the probe at start asks for.
 const PROBE_TOKENS: u32 = 2;
 
@@ -107,6 +108,9 @@ pub struct EngineClient {
     generation: Generation,
     first_token_timeout: Duration,
     token_timeout: Duration,
+    /// Tries of a request that fails before any answer: every pooled
+    /// connection, then fresh ones.
+    send_tries: usize,
 }
 
 impl Drop for EngineClient {
@@ -149,6 +153,7 @@ impl EngineClient {
         Ok(Self {
             runtime: Some(runtime),
             http,
+            send_tries: config.max_in_flight + FRESH_CONNECTION_TRIES,
             base: url.trim_end_matches('/').to_string(),
             api,
             generation,
@@ -385,15 +390,25 @@ impl EngineClient {
 }
 
 impl EngineClient {
-    /// POSTs `body`, tried again (up to [`SEND_TRIES`] in all) if a try
-    /// fails before any answer: a kept-alive connection the engine closed
-    /// (a restart, its keep-alive timeout) is found dead only by using
-    /// it, and a completion request has no effect to repeat.
+    /// POSTs `body`, tried again if a try fails before any answer: a
+    /// kept-alive connection the engine closed (a restart, its keep-alive
+    /// timeout or request limit) is found dead only by using it, and
+    /// several pooled connections may have died at once; a completion
+    /// request has no effect to repeat. Tries are bounded: every pooled
+    /// connection, then [`FRESH_CONNECTION_TRIES`] fresh ones.
     async fn send(&self, url: &str, body: &Value) -> reqwest::Result<reqwest::Response> {
-        let mut tries = 1;
+        let (mut tries, mut refused) = (1, 0);
         loop {
             match self.http.post(url).json(body).send().await {
-                Err(e) if tries < SEND_TRIES && (e.is_request() || e.is_connect()) => tries += 1,
+                // A refused connection says the engine is down: tried
+                // again only as often as a fresh connection would be.
+                Err(e) if e.is_connect() && refused < FRESH_CONNECTION_TRIES => {
+                    refused += 1;
+                    tries += 1;
+                }
+                Err(e) if !e.is_connect() && e.is_request() && tries < self.send_tries => {
+                    tries += 1
+                }
                 result => return result,
             }
         }
