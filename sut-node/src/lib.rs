@@ -8,7 +8,8 @@
 //! It owns transports' servers ([`server`]), the node core ([`node`]),
 //! batching ([`batcher`]), backends ([`backend`]), TLS ([`tls`]), what
 //! the node reports about itself ([`nic`]), readiness for systemd
-//! ([`notify`]) and Prometheus metrics ([`metrics`]). It knows nothing of LoadGen
+//! ([`notify`]) and for scripts ([`ready`]), and Prometheus metrics
+//! ([`metrics`]). It knows nothing of LoadGen
 //! internals: samples arrive as response ids and bytes.
 
 // Library crates never print: diagnostics are `tracing` events, and the
@@ -22,5 +23,6 @@ pub mod metrics;
 pub mod nic;
 pub mod node;
 pub mod notify;
+pub mod ready;
 pub mod server;
 pub mod tls;

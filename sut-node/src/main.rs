@@ -2,7 +2,6 @@
 //! core, start the servers, report ready, and on SIGTERM drain and close.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
@@ -245,7 +244,7 @@ fn report_ready(
             "backend": backend,
             "pid": std::process::id(),
         });
-        write_atomically(path, &(ready.to_string() + "\n"))?;
+        sut_node::ready::write(path, &ready)?;
     }
     tracing::info!(
         node = %name,
@@ -266,17 +265,6 @@ fn report_ready(
         tracing::warn!(node = %name, "cannot notify the service manager: {e}");
     }
     Ok(())
-}
-
-/// Writes `text` to `path` through a temporary file in the same folder,
-/// so a reader sees nothing or all of it.
-fn write_atomically(path: &Path, text: &str) -> Result<()> {
-    let mut temporary = path.as_os_str().to_owned();
-    temporary.push(".partial");
-    std::fs::write(&temporary, text)
-        .with_context(|| format!("cannot write --ready-file {}", path.display()))?;
-    std::fs::rename(&temporary, path)
-        .with_context(|| format!("cannot write --ready-file {}", path.display()))
 }
 
 /// Stops taking samples (declined as retryable, so the QDL sends them

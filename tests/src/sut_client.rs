@@ -77,13 +77,13 @@ impl NodeProcess {
             .stderr(stderr_file.reopen()?)
             .spawn()
             .with_context(|| format!("cannot start {}", bin.display()))?;
-        let ready = match wait_ready(&mut child, &ready_file) {
+        let ready = match sut_node::ready::wait(&mut child, &ready_file, READY_TIMEOUT) {
             Ok(ready) => ready,
             Err(e) => {
                 let _ = child.kill();
                 let _ = child.wait();
                 bail!(
-                    "sut-node {name} did not start: {e:#}\n{}",
+                    "sut-node {name} did not start: {e}\n{}",
                     std::fs::read_to_string(stderr_file.path()).unwrap_or_default()
                 );
             }
@@ -109,24 +109,6 @@ impl NodeProcess {
     /// The node's log records so far (its `--log-format json` lines).
     pub fn events(&self) -> Vec<serde_json::Value> {
         crate::log_records::parse(&self.stderr())
-    }
-}
-
-/// Waits for the node's ready file (JSON) while the node runs.
-fn wait_ready(child: &mut Child, path: &Path) -> Result<serde_json::Value> {
-    let started = std::time::Instant::now();
-    loop {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            return serde_json::from_str(&text)
-                .with_context(|| format!("ready file {} holds {text:?}", path.display()));
-        }
-        if let Some(status) = child.try_wait()? {
-            bail!("it exited ({status}) before it was ready");
-        }
-        if started.elapsed() > READY_TIMEOUT {
-            bail!("not ready after {READY_TIMEOUT:?}");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
 

@@ -60,7 +60,9 @@ impl LocalNode {
             )
             .spawn()
             .with_context(|| format!("cannot start {}", program.display()))?;
-        let ready = wait_ready(&mut child, &ready_file);
+        let ready = sut_node::ready::wait(&mut child, &ready_file, Duration::from_secs(20))
+            .ok()
+            .and_then(|ready| ready["grpc"].as_str().map(str::to_string));
         let mut node = LocalNode {
             child,
             url: "grpc://127.0.0.1:1".parse().expect("placeholder"),
@@ -77,23 +79,6 @@ impl LocalNode {
             .map_err(|e| anyhow!("sut-node {name} is ready at {addr:?}: {e}"))?;
         Ok(node)
     }
-}
-
-/// The gRPC address in the node's ready file, once it is there; `None`
-/// when the node exits first or is not ready within 20 s.
-fn wait_ready(child: &mut Child, ready_file: &Path) -> Option<String> {
-    let started = std::time::Instant::now();
-    while started.elapsed() < Duration::from_secs(20) {
-        if let Ok(text) = std::fs::read_to_string(ready_file) {
-            let ready: serde_json::Value = serde_json::from_str(&text).ok()?;
-            return ready["grpc"].as_str().map(str::to_string);
-        }
-        if !matches!(child.try_wait(), Ok(None)) {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    None
 }
 
 impl Drop for LocalNode {
