@@ -38,5 +38,7 @@ pub mod sink;
 pub mod tls;
 
 pub use link::{Call, LinkError};
-pub use network::{describe_nodes, NetworkSut, QdlConfig, QdlError, QdlStats};
+pub use network::{
+    describe_nodes, Backoff, NetworkSut, NodeState, NodeStateChange, QdlConfig, QdlError, QdlStats,
+};
 pub use sink::{CompletionSink, Response};

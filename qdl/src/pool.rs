@@ -238,6 +238,20 @@ impl<T: Clone> Pool<T> {
         self.pump_or_fail()
     }
 
+    /// `node` is back (reconnected and checked to be the same node): it
+    /// takes work again. Whatever it still held from before (a declining
+    /// node's undeclined samples) is taken back first and sent again, since
+    /// answers from its old connection are no longer heard.
+    pub fn rejoin(&mut self, node: usize) -> Vec<SendTo<T>> {
+        let slot = &mut self.nodes[node];
+        slot.failure = None;
+        slot.in_flight = 0;
+        slot.in_flight_bytes = 0;
+        let returned: Vec<Outstanding<T>> = slot.outstanding.drain().map(|(_, o)| o).collect();
+        self.requeue_front(returned);
+        self.pump()
+    }
+
     /// Gives up on everything queued or outstanding (no node is left) and
     /// returns the tags of what was given up, one per piece or sample.
     pub fn strand(&mut self) -> Vec<T> {
@@ -493,6 +507,52 @@ mod tests {
         assert_eq!(p.complete(resent[0].node, &[1, 2, 3]).0, vec![Some(0); 3]);
         assert!(!p.is_healthy(failed));
         assert_eq!(p.submit([piece(3, 6..7)]).unwrap()[0].node, 1 - failed);
+    }
+
+    #[test]
+    fn a_rejoined_node_takes_work_again_and_each_sample_completes_once() {
+        let mut p = pool(2, 2);
+        let sends = p.submit([piece(1, 0..2)]).unwrap();
+        let failed = sends[0].node;
+        let other = 1 - failed;
+        let resent = p.fail(failed, "killed").unwrap();
+        assert_eq!(resent[0].node, other);
+        // The other node is full: more work waits for room.
+        assert!(p.submit([piece(2, 2..4)]).unwrap().is_empty());
+        let sends = p.rejoin(failed);
+        assert!(p.is_healthy(failed));
+        assert_eq!(sends.len(), 1);
+        assert_eq!(sends[0].node, failed);
+        assert_eq!(ids(&sends[0]), vec![2, 3]);
+        // An answer for 0 from the rejoined node does not count: 0 is on
+        // the other node now.
+        assert_eq!(p.complete(failed, &[0]).0, vec![None]);
+        assert_eq!(p.complete(other, &[0, 1]).0, vec![Some(0); 2]);
+        assert_eq!(p.complete(failed, &[2, 3]).0, vec![Some(0); 2]);
+        assert_eq!(p.in_flight(), 0);
+        assert_eq!(p.queued(), 0);
+    }
+
+    #[test]
+    fn rejoining_a_declining_node_sends_what_it_still_held_again() {
+        let mut p = pool(2, 100);
+        let node = p.submit([piece(1, 0..3)]).unwrap()[0].node;
+        let other = 1 - node;
+        // It declines sample 0 while 1 and 2 are still running on it.
+        let moved = p.decline(node, &[0], "full").unwrap();
+        assert_eq!((moved[0].node, ids(&moved[0])), (other, vec![0]));
+        let sends = p.rejoin(node);
+        // 1 and 2 go again: answers from the old connection are dropped
+        // by the caller, so they cannot count from there.
+        let mut again: Vec<u64> = sends.iter().flat_map(ids).collect();
+        again.sort_unstable();
+        assert_eq!(again, vec![1, 2]);
+        assert_eq!(p.requeued(), 3);
+        for send in &sends {
+            assert_eq!(p.complete(send.node, &ids(send)).0, vec![Some(0); 2]);
+        }
+        assert_eq!(p.complete(other, &[0]).0, vec![Some(0)]);
+        assert_eq!(p.in_flight(), 0);
     }
 
     #[test]

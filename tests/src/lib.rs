@@ -40,6 +40,7 @@ pub mod configs;
 pub mod counting_engine;
 pub mod engines;
 pub mod files;
+pub mod lab;
 pub mod llama;
 pub mod log_records;
 pub mod misbehaving_engine;

@@ -166,10 +166,32 @@ pub fn loadgen_with(
     args: &[String],
     deadline: Duration,
 ) -> Result<LoadgenRun> {
+    run_loadgen(Command::new(program), dir, args, deadline)
+}
+
+/// [`loadgen`] inside network namespace `netns` (`ip netns exec`).
+pub fn loadgen_in_netns(
+    netns: &str,
+    dir: &Path,
+    args: &[String],
+    deadline: Duration,
+) -> Result<LoadgenRun> {
+    let mut command = Command::new("ip");
+    command
+        .args(["netns", "exec", netns])
+        .arg(loadgen_node_bin()?);
+    run_loadgen(command, dir, args, deadline)
+}
+
+fn run_loadgen(
+    mut command: Command,
+    dir: &Path,
+    args: &[String],
+    deadline: Duration,
+) -> Result<LoadgenRun> {
     let logs = dir.join("logs");
     let stdout_path = dir.join("loadgen.stdout");
     let stderr_path = dir.join("loadgen.stderr");
-    let mut command = Command::new(program);
     command
         .current_dir(dir)
         .arg("run")
@@ -194,6 +216,34 @@ pub fn loadgen_with(
         stderr: fs::read_to_string(&stderr_path)?,
         wall: exited.wall,
     })
+}
+
+/// Every sample the run issued (its `--record-issued FILE`) is in the
+/// accuracy log exactly once, and no response is logged twice.
+pub fn check_exactly_once(run: &LoadgenRun, issued: &Path) -> Result<()> {
+    let entries = run.accuracy()?;
+    anyhow::ensure!(!entries.is_empty(), "the accuracy log is empty");
+    let text =
+        fs::read_to_string(issued).with_context(|| format!("cannot read {}", issued.display()))?;
+    let mut issued = crate::mlperf_logs::parse_issued(&text)?;
+    let mut answered: Vec<u64> = entries.iter().map(|e| e.qsl_idx).collect();
+    issued.sort_unstable();
+    answered.sort_unstable();
+    anyhow::ensure!(
+        issued == answered,
+        "{} samples issued, {} completed: not each exactly once",
+        issued.len(),
+        answered.len()
+    );
+    let mut seen = std::collections::HashSet::new();
+    for e in &entries {
+        anyhow::ensure!(
+            seen.insert(e.seq_id),
+            "sample seq_id {} completed twice",
+            e.seq_id
+        );
+    }
+    Ok(())
 }
 
 /// Where a benchmark runs its backend: in the LoadGen node's process, or

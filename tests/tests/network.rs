@@ -13,8 +13,8 @@ use std::time::Duration;
 use anyhow::{bail, ensure, Context, Result};
 use netdiv_proto::pb;
 use netdiv_tests::log_records;
-use netdiv_tests::mlperf_logs::{detail_value, parse_issued};
-use netdiv_tests::network_run::{loadgen, Cluster, LoadgenRun};
+use netdiv_tests::mlperf_logs::detail_value;
+use netdiv_tests::network_run::{check_exactly_once, loadgen, Cluster, LoadgenRun};
 use netdiv_tests::sut_client::{grpc_client, versioned, ClientCert};
 use netdiv_tests::{test_dir, write_file, UserConf};
 use qdl::samples::{synthetic::synthetic_sample, DType};
@@ -117,25 +117,8 @@ fn run_flags(
 /// Every issued sample in the accuracy log exactly once, each with its own
 /// sample's output.
 fn check_responses(run: &LoadgenRun, dir: &Path) -> Result<()> {
-    let entries = run.accuracy()?;
-    ensure!(!entries.is_empty(), "the accuracy log is empty");
-    let mut issued = parse_issued(&std::fs::read_to_string(dir.join("issued.txt"))?)?;
-    let mut answered: Vec<u64> = entries.iter().map(|e| e.qsl_idx).collect();
-    issued.sort_unstable();
-    answered.sort_unstable();
-    ensure!(
-        issued == answered,
-        "{} samples issued, {} completed: not each exactly once",
-        issued.len(),
-        answered.len()
-    );
-    let mut seen = HashSet::new();
-    for e in &entries {
-        ensure!(
-            seen.insert(e.seq_id),
-            "sample seq_id {} completed twice",
-            e.seq_id
-        );
+    check_exactly_once(run, &dir.join("issued.txt"))?;
+    for e in &run.accuracy()? {
         let input = synthetic_sample(&SHAPE, DType::U8, SEED, e.qsl_idx as usize);
         let want = lower_hex(&expected_output(&input, OUTPUT_BYTES));
         ensure!(

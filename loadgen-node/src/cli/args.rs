@@ -391,6 +391,15 @@ pub struct NetworkArgs {
     /// treated as failed and its samples go to the others (0: never).
     #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
     pub node_timeout: f64,
+    /// Leave a failed node out for the rest of the run instead of
+    /// reconnecting it (with backoff, checked to be the same node) and
+    /// giving it work again. Submission mode never brings nodes back.
+    #[arg(long)]
+    pub no_rejoin: bool,
+    /// Longest wait between attempts to bring a failed node back, in
+    /// seconds; the wait starts at 0.1 s and doubles.
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
+    pub rejoin_max_backoff: f64,
     /// Threads for network I/O.
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub io_threads: usize,

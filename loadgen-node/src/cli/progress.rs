@@ -64,10 +64,14 @@ impl NodeView {
             .iter()
             .zip(&self.names)
             .map(|(c, name)| {
-                if c.failed {
-                    format!("{name} failed")
+                let state = if c.failed {
+                    format!("{name} down")
                 } else {
                     format!("{name} {}", c.outstanding)
+                };
+                match c.rejoins {
+                    0 => state,
+                    n => format!("{state} (rejoined {n}x)"),
                 }
             })
             .collect::<Vec<_>>()

@@ -163,6 +163,17 @@ pub fn write(
             "dtype": benchmark.spec().dtype.name(),
         },
         "nodes": nodes,
+        "node_changes": network
+            .observer()
+            .node_changes()
+            .iter()
+            .map(|c| json!({
+                "node": network.node_urls()[c.node],
+                "at_s": c.at.as_secs_f64(),
+                "state": c.state.as_str(),
+                "detail": c.detail,
+            }))
+            .collect::<Vec<_>>(),
         "qdl": {
             "completed": stats.completed,
             "resent": stats.resent,
@@ -170,6 +181,8 @@ pub fn write(
             "first_tokens": stats.first_tokens,
             "late_first_tokens": stats.late_first_tokens,
             "nodes_failed": stats.nodes_failed,
+            "nodes_down": stats.nodes_down,
+            "rejoins": stats.rejoins,
             "traffic_seconds": seconds,
         },
         "bandwidth": check,

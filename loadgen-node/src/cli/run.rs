@@ -215,9 +215,12 @@ pub fn run_network(
         tracing::warn!(
             nodes_failed = stats.nodes_failed,
             resent = stats.resent,
-            "{} node(s) failed during the run; {} samples were re-sent to the others",
+            rejoins = stats.rejoins,
+            "{} node(s) failed during the run; {} samples were re-sent to the others; \
+             nodes rejoined {} time(s)",
             stats.nodes_failed,
-            stats.resent
+            stats.resent,
+            stats.rejoins
         );
     }
     if stats.late_first_tokens > 0 {

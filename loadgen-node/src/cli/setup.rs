@@ -242,6 +242,16 @@ pub fn qdl_config(
     }
     config.node_timeout =
         (n.node_timeout > 0.0).then(|| std::time::Duration::from_secs_f64(n.node_timeout));
+    if !(n.rejoin_max_backoff >= 0.1 && n.rejoin_max_backoff <= 3600.0) {
+        bail!(
+            "--rejoin-max-backoff {} is not between 0.1 and 3600 seconds",
+            n.rejoin_max_backoff
+        );
+    }
+    config.rejoin = (!n.no_rejoin).then(|| qdl::Backoff {
+        first: std::time::Duration::from_millis(100),
+        max: std::time::Duration::from_secs_f64(n.rejoin_max_backoff),
+    });
     Ok(config)
 }
 

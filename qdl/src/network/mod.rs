@@ -5,12 +5,13 @@
 //! completes each sample exactly once, moving a failed node's samples to
 //! the others. Everything else is the nodes' work.
 //!
-//! The work is split in three: this facade (connect, Name, stats), the
+//! The work is split in four: this facade (connect, Name, stats), the
 //! [`router`] that moves queries and completions between the LoadGen and
-//! the links, and the [`watchdog`] that fails nodes which stop making
-//! progress.
+//! the links, the [`watchdog`] that fails nodes which stop making
+//! progress, and [`rejoin`], which brings failed nodes back.
 
 mod latency;
+mod rejoin;
 mod router;
 pub mod traffic;
 mod watchdog;
@@ -31,7 +32,10 @@ use crate::node_url::NodeUrl;
 use crate::pool::{Pool, Window};
 use crate::samples::SampleStore;
 use crate::tls::{ClientTls, TlsError};
-use router::{QueryRouter, Sink};
+use router::{CurrentLink, QueryRouter, Sink};
+
+pub use rejoin::Backoff;
+pub use router::{NodeState, NodeStateChange};
 
 /// How to reach the nodes and how to share work among them.
 #[derive(Clone, Debug)]
@@ -59,12 +63,16 @@ pub struct QdlConfig {
     /// A node holding samples that completes none for this long is treated
     /// as failed (its samples go to the others); `None` waits forever.
     pub node_timeout: Option<Duration>,
+    /// How a failed node is brought back into the run; `None` leaves it
+    /// out for good. Never in submission mode (`no_failover`).
+    pub rejoin: Option<Backoff>,
 }
 
 impl QdlConfig {
     /// The defaults for `nodes`: least-outstanding dispatch, a window of
     /// 1024 samples and 64 MiB per node, pieces of at most 16 samples and
-    /// 4 MiB, two I/O threads, a 60 s node timeout.
+    /// 4 MiB, two I/O threads, a 60 s node timeout, failed nodes brought
+    /// back with the default backoff.
     pub fn new(nodes: Vec<NodeUrl>) -> QdlConfig {
         QdlConfig {
             nodes,
@@ -80,6 +88,7 @@ impl QdlConfig {
             io_threads: 2,
             no_failover: false,
             node_timeout: Some(Duration::from_secs(60)),
+            rejoin: Some(Backoff::default()),
         }
     }
 }
@@ -124,8 +133,13 @@ pub struct QdlStats {
     /// First tokens dropped: late, or a second one for a sample (after a
     /// failover the sample's first token already counted).
     pub late_first_tokens: u64,
-    /// Nodes that failed or stopped taking work.
+    /// Nodes that failed or declined work at some point of the run (some
+    /// may have rejoined since).
     pub nodes_failed: u64,
+    /// Nodes taking no work now (failed or declining, not yet back).
+    pub nodes_down: u64,
+    /// Times a failed node was brought back.
+    pub rejoins: u64,
 }
 
 /// Many sut-nodes shown as one SUT.
@@ -247,6 +261,7 @@ impl NetworkSut {
                 }
             })?;
         }
+        let identities: Vec<rejoin::Identity> = infos.iter().map(rejoin::Identity::of).collect();
         let pool = Pool::new(
             links.len(),
             config.policy,
@@ -264,8 +279,11 @@ impl NetworkSut {
         );
         router.no_failover = config.no_failover;
         let router = Arc::new(router);
-        for (i, link) in router.links.iter().enumerate() {
-            let events: Arc<dyn LinkEvents> = router.clone();
+        for (i, link) in router.current_links().iter().enumerate() {
+            let events: Arc<dyn LinkEvents> = Arc::new(CurrentLink {
+                router: router.clone(),
+                generation: 0,
+            });
             runtime
                 .block_on(link.start(i, events))
                 .map_err(|source| QdlError::Node {
@@ -275,6 +293,19 @@ impl NetworkSut {
         }
         if let Some(timeout) = config.node_timeout {
             runtime.spawn(watchdog::watch(Arc::downgrade(&router), timeout));
+        }
+        if let Some(backoff) = config.rejoin.filter(|_| !config.no_failover) {
+            for (node, identity) in identities.into_iter().enumerate() {
+                let reconnect = rejoin::Reconnect {
+                    node,
+                    url: config.nodes[node].clone(),
+                    tls: config.tls.clone(),
+                    max_message: config.max_message_bytes,
+                    identity,
+                    backoff,
+                };
+                runtime.spawn(rejoin::watch(Arc::downgrade(&router), reconnect));
+            }
         }
         Ok(NetworkSut {
             router,
@@ -290,21 +321,20 @@ impl NetworkSut {
     /// The SUT name: a live Name round trip to every node, concurrently,
     /// aggregated into "Network SUT [name, ...]"; duplicates are refused.
     pub fn name(&self) -> Result<String, QdlError> {
-        let answers = self.runtime().block_on(futures::future::join_all(
-            self.router
-                .links
-                .iter()
-                .enumerate()
-                .map(|(i, link)| async move {
-                    let started = std::time::Instant::now();
-                    let answer = link.name().await;
-                    if answer.is_ok() {
-                        self.router.traffic[i]
-                            .name_round_trip(started.elapsed().as_micros() as u64);
-                    }
-                    answer
-                }),
-        ));
+        let links = self.router.current_links();
+        let answers =
+            self.runtime()
+                .block_on(futures::future::join_all(links.iter().enumerate().map(
+                    |(i, link)| async move {
+                        let started = std::time::Instant::now();
+                        let answer = link.name().await;
+                        if answer.is_ok() {
+                            self.router.traffic[i]
+                                .name_round_trip(started.elapsed().as_micros() as u64);
+                        }
+                        answer
+                    },
+                )));
         let mut named = Vec::new();
         for (url, answer) in self.router.urls.iter().zip(answers) {
             let name = answer.map_err(|source| QdlError::Node {
@@ -361,8 +391,10 @@ pub struct NodeCounts {
     pub outstanding: u64,
     /// Samples it completed (answers that counted).
     pub completed: u64,
-    /// It failed (or declined work) and gets no more.
+    /// It failed (or declined work) and gets no work until it rejoins.
     pub failed: bool,
+    /// Times it was brought back after failing.
+    pub rejoins: u64,
 }
 
 /// Reads the QDL's counters from another thread (a metrics endpoint)
@@ -405,14 +437,29 @@ impl NetworkObserver {
                     outstanding,
                     completed,
                     failed: !pool.is_healthy(i),
+                    rejoins: self.router.rejoins[i].load(Ordering::Relaxed),
                 }
             })
             .collect()
     }
 
+    /// Every node state change so far (failed, declining, rejoined,
+    /// refused), in order.
+    pub fn node_changes(&self) -> Vec<NodeStateChange> {
+        self.router.changes()
+    }
+
     /// Current counters.
     pub fn stats(&self) -> QdlStats {
         let router = &self.router;
+        let mut ever_failed: Vec<usize> = router
+            .changes()
+            .iter()
+            .filter(|c| matches!(c.state, NodeState::Failed | NodeState::Declining))
+            .map(|c| c.node)
+            .collect();
+        ever_failed.sort_unstable();
+        ever_failed.dedup();
         let pool = router.lock_pool();
         QdlStats {
             completed: router.completed.load(Ordering::Relaxed),
@@ -422,9 +469,15 @@ impl NetworkObserver {
             late_answers: router.late_answers.load(Ordering::Relaxed),
             first_tokens: router.first_tokens.load(Ordering::Relaxed),
             late_first_tokens: pool.late_first_tokens(),
-            nodes_failed: (0..router.node_count())
+            nodes_failed: ever_failed.len() as u64,
+            nodes_down: (0..router.node_count())
                 .filter(|&i| !pool.is_healthy(i))
                 .count() as u64,
+            rejoins: router
+                .rejoins
+                .iter()
+                .map(|r| r.load(Ordering::Relaxed))
+                .sum(),
         }
     }
 }
@@ -433,9 +486,9 @@ impl Drop for NetworkSut {
     fn drop(&mut self) {
         self.router.closing.store(true, Ordering::Release);
         if let Some(runtime) = self.runtime.take() {
-            let links = &self.router.links;
+            let links = self.router.current_links();
             let _ = runtime.block_on(async {
-                let closing = futures::future::join_all(links.iter().map(Link::close));
+                let closing = futures::future::join_all(links.iter().map(|l| l.close()));
                 tokio::time::timeout(QDL_CLOSE_TIMEOUT, closing).await
             });
             runtime.shutdown_timeout(Duration::from_secs(1));

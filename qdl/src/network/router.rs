@@ -4,8 +4,8 @@
 //! completions, failures and re-sends. It owns no socket; the links do.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
+use std::time::{Duration, Instant};
 
 use netdiv_proto::pb;
 use netdiv_proto::sample::completion_output;
@@ -21,10 +21,52 @@ use super::traffic::{NodeTraffic, Window};
 /// Where a sample's completion goes.
 pub(super) type Sink = Arc<dyn CompletionSink>;
 
+/// What happened to a node during the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeState {
+    /// Its connection failed or it stopped making progress.
+    Failed,
+    /// It declined work (shutting down, or full).
+    Declining,
+    /// It was reconnected, checked to be the same node, and takes work.
+    Rejoined,
+    /// It answered again, but as a different node; it stays out.
+    Refused,
+}
+
+impl NodeState {
+    /// The state as the run record and logs spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeState::Failed => "failed",
+            NodeState::Declining => "declining",
+            NodeState::Rejoined => "rejoined",
+            NodeState::Refused => "refused",
+        }
+    }
+}
+
+/// One change of a node's state, for the run record.
+#[derive(Clone, Debug)]
+pub struct NodeStateChange {
+    /// The node, by its index in the configured order.
+    pub node: usize,
+    /// When, from the QDL's start.
+    pub at: Duration,
+    /// What it became.
+    pub state: NodeState,
+    /// Why, as the QDL saw it.
+    pub detail: String,
+}
+
 /// Routes queries to nodes and completions back to their sinks.
 pub(super) struct QueryRouter {
     pub(super) urls: Vec<String>,
-    pub(super) links: Vec<Link>,
+    /// Each node's current connection; a rejoin replaces it.
+    links: Vec<RwLock<Arc<Link>>>,
+    /// Which connection of each node is current: events from an older one
+    /// (late answers after a rejoin) are not heard.
+    generations: Vec<AtomicU64>,
     pool: Mutex<Pool<Sink>>,
     pub(super) store: Arc<SampleStore>,
     max_piece_samples: usize,
@@ -42,6 +84,14 @@ pub(super) struct QueryRouter {
     /// What crossed the fabric, per node, and when.
     pub(super) traffic: Vec<NodeTraffic>,
     pub(super) window: Window,
+    /// Every node state change, in order.
+    changes: Mutex<Vec<NodeStateChange>>,
+    /// Times each node rejoined.
+    pub(super) rejoins: Vec<AtomicU64>,
+    /// No node was left and the waiting samples were failed: the run is
+    /// over, nothing rejoins.
+    pub(super) stranded: AtomicBool,
+    started: Instant,
 }
 
 /// A failed sample's reason names its node and id.
@@ -73,7 +123,11 @@ impl QueryRouter {
         let node_count = links.len();
         QueryRouter {
             urls,
-            links,
+            links: links
+                .into_iter()
+                .map(|l| RwLock::new(Arc::new(l)))
+                .collect(),
+            generations: (0..node_count).map(|_| AtomicU64::new(0)).collect(),
             pool: Mutex::new(pool),
             store,
             max_piece_samples,
@@ -87,7 +141,75 @@ impl QueryRouter {
             first_tokens: AtomicU64::new(0),
             traffic: (0..node_count).map(|_| NodeTraffic::default()).collect(),
             window: Window::new(),
+            changes: Mutex::new(Vec::new()),
+            rejoins: (0..node_count).map(|_| AtomicU64::new(0)).collect(),
+            stranded: AtomicBool::new(false),
+            started: Instant::now(),
         }
+    }
+
+    /// The run ended, or no node was left: nodes are not brought back.
+    pub(super) fn is_over(&self) -> bool {
+        self.closing.load(Ordering::Acquire) || self.stranded.load(Ordering::Acquire)
+    }
+
+    /// `node`'s current connection.
+    pub(super) fn link(&self, node: usize) -> RwLockReadGuard<'_, Arc<Link>> {
+        self.links[node].read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Every node's current connection, in node order.
+    pub(super) fn current_links(&self) -> Vec<Arc<Link>> {
+        (0..self.node_count())
+            .map(|i| self.link(i).clone())
+            .collect()
+    }
+
+    /// Makes `link` `node`'s current connection: events from the one it
+    /// replaces are dropped from now on. Returns the replaced one.
+    pub(super) fn replace_link(&self, node: usize, link: Arc<Link>, generation: u64) -> Arc<Link> {
+        self.generations[node].store(generation, Ordering::Release);
+        let mut current = self.links[node].write().unwrap_or_else(|e| e.into_inner());
+        std::mem::replace(&mut *current, link)
+    }
+
+    /// A generation number for `node`'s next connection.
+    pub(super) fn next_generation(&self, node: usize) -> u64 {
+        self.generations[node].load(Ordering::Acquire) + 1
+    }
+
+    /// Whether events of `node`'s connection `generation` still count.
+    fn is_current(&self, node: usize, generation: u64) -> bool {
+        self.generations[node].load(Ordering::Acquire) == generation
+    }
+
+    /// Notes a node state change for the run record.
+    pub(super) fn record_change(&self, node: usize, state: NodeState, detail: String) {
+        let change = NodeStateChange {
+            node,
+            at: self.started.elapsed(),
+            state,
+            detail,
+        };
+        self.changes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(change);
+    }
+
+    /// The node state changes so far, in order.
+    pub(super) fn changes(&self) -> Vec<NodeStateChange> {
+        self.changes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// `node` is back: it takes work again, and what waited goes out.
+    pub(super) fn rejoined(&self, node: usize) {
+        let sends = self.lock_pool().rejoin(node);
+        self.rejoins[node].fetch_add(1, Ordering::Relaxed);
+        self.send(sends);
     }
 
     pub(super) fn node_count(&self) -> usize {
@@ -183,7 +305,7 @@ impl QueryRouter {
             let decoded: u64 = query.samples.iter().map(|s| s.decoded_size).sum();
             self.traffic[node].sent(query.samples.len() as u64, wire, decoded);
             self.window.sent();
-            self.links[node].send(query);
+            self.link(node).send(query);
         }
         for (node, id, index) in missing {
             self.fail_samples(
@@ -217,6 +339,7 @@ impl QueryRouter {
 
     /// No node is left: fail every sink that still waits.
     fn strand(&self, error: AllNodesFailed) {
+        self.stranded.store(true, Ordering::Release);
         let sinks = self.lock_pool().strand();
         let reason = format!("{error} (nodes: {})", self.urls.join(", "));
         tell_once(sinks, || reason.clone());
@@ -254,6 +377,7 @@ impl QueryRouter {
                     event = "node_failed",
                     "node failed ({reason}); its outstanding samples go to the other nodes"
                 );
+                self.record_change(node, NodeState::Failed, reason.clone());
             }
             result
         };
@@ -297,6 +421,39 @@ impl QueryRouter {
     }
 }
 
+/// One connection's events, passed on while it is its node's current
+/// connection: after a rejoin the old connection's late answers and its
+/// failure are not heard, so a sample cannot complete from two connections
+/// and the new one is not failed for the old one's death.
+pub(super) struct CurrentLink {
+    pub(super) router: Arc<QueryRouter>,
+    pub(super) generation: u64,
+}
+
+impl LinkEvents for CurrentLink {
+    fn completions(&self, node: usize, completions: Vec<pb::Completion>) {
+        if self.router.is_current(node, self.generation) {
+            self.router.completions(node, completions);
+        } else {
+            self.router
+                .late_answers
+                .fetch_add(completions.len() as u64, Ordering::Relaxed);
+        }
+    }
+
+    fn failed(&self, node: usize, error: LinkError) {
+        if self.router.is_current(node, self.generation) {
+            self.router.fail_node(node, error);
+        }
+    }
+
+    fn refused(&self, node: usize, ids: Vec<u64>, error: LinkError) {
+        if self.router.is_current(node, self.generation) {
+            self.router.fail_samples(node, &ids, &error);
+        }
+    }
+}
+
 /// A decoded answer from a node: a completion or a first token.
 struct Output {
     id: u64,
@@ -304,7 +461,9 @@ struct Output {
     n_tokens: i64,
 }
 
-impl LinkEvents for QueryRouter {
+impl QueryRouter {
+    /// Answers (outputs, first tokens, per-sample errors) from `node`'s
+    /// current connection.
     fn completions(&self, node: usize, completions: Vec<pb::Completion>) {
         let benchmark = self.store.benchmark();
         // In the order the node sent them: a first token sent after its
@@ -380,20 +539,13 @@ impl LinkEvents for QueryRouter {
                     tracing::warn!(
                         node = %self.urls[node],
                         event = "node_declines",
-                        "node declines work ({decline_reason}); it gets no more, and what it declines goes to the other nodes"
+                        "node declines work ({decline_reason}); it gets no more until it rejoins, and what it declines goes to the other nodes"
                     );
+                    self.record_change(node, NodeState::Declining, decline_reason.clone());
                 }
                 pool.decline(node, &declined, &decline_reason)
             };
             self.send_or_strand(result);
         }
-    }
-
-    fn failed(&self, node: usize, error: LinkError) {
-        self.fail_node(node, error);
-    }
-
-    fn refused(&self, node: usize, ids: Vec<u64>, error: LinkError) {
-        self.fail_samples(node, &ids, &error);
     }
 }

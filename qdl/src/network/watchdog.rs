@@ -26,6 +26,9 @@ pub(super) async fn watch(router: Weak<QueryRouter>, timeout: Duration) {
             let pool = router.lock_pool();
             for (node, (last, since)) in seen.iter_mut().enumerate() {
                 let Some((in_flight, completed)) = pool.progress(node) else {
+                    // Down: a node that rejoins starts its clock afresh,
+                    // not from before it failed.
+                    *since = now;
                     continue;
                 };
                 if in_flight == 0 || completed != *last {

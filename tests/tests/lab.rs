@@ -1,0 +1,246 @@
+//! The multi-chassis fault lab (`netdiv_tests::lab`): three sut-nodes and
+//! the LoadGen node each in a network namespace of their own, on a bridge,
+//! every link shaped by `tc tbf`. For each fault a Server and an Offline
+//! run over both transports: every issued sample completes exactly once,
+//! the run is VALID within a deadline, and a node that was restarted,
+//! continued or healed serves again (its own counters grow). Needs root;
+//! skipped with a message elsewhere.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context, Result};
+use netdiv_tests::configs::node_toml;
+use netdiv_tests::lab::{self, parse_schedule, Fault, Lab};
+use netdiv_tests::network_run::{check_exactly_once, loadgen_in_netns};
+use netdiv_tests::{test_dir, write_file, UserConf};
+use serde_json::Value;
+use sut_node::backend::synthetic::SyntheticConfig;
+use sut_node::batcher::BatchPolicy;
+use sut_node::config::FileConfig;
+
+/// Each link's rate: a data-centre link, not the bottleneck.
+const LINK_MBIT: u64 = 1000;
+
+/// About 1000 samples/s per node: a run takes long enough for its faults.
+fn node_config() -> FileConfig {
+    FileConfig {
+        benchmark: Some("resnet50".into()),
+        synthetic: SyntheticConfig {
+            batch_cost_us: 500,
+            sample_cost_us: 1000,
+            output_bytes: 8,
+            ..SyntheticConfig::default()
+        },
+        batching: BatchPolicy {
+            max_batch_size: 32,
+            ..BatchPolicy::default()
+        },
+        ..FileConfig::default()
+    }
+}
+
+/// 8 s runs; Server at a tenth of the lab's capacity with a bound that a
+/// stalled node's samples, moved after the 1 s node timeout, stay under.
+fn user_conf() -> UserConf {
+    UserConf::new()
+        .set("*.*.min_duration", 8000)
+        .set("*.Server.target_qps", 300)
+        .set("*.Server.target_latency", 6000)
+        .set("*.Server.min_query_count", 100)
+        .set("*.Offline.target_qps", 3000)
+        .set("*.Offline.min_query_count", 1)
+        .set("*.*.accuracy_log_rng_seed", 1)
+        .set("*.*.accuracy_log_sampling_target", 100000000)
+}
+
+/// One run over the lab with `schedule`, checked.
+fn fault_run(transport: &'static str, scenario: &str, schedule: &str) -> Result<()> {
+    if !lab::available() {
+        eprintln!("skipped: the fault lab needs root, ip netns and tc");
+        return Ok(());
+    }
+    let schedule = parse_schedule(schedule)?;
+    let dir = test_dir(&format!("lab-{transport}-{scenario}"))?;
+    let config = write_file(&dir, "sut-node.toml", &node_toml(&node_config())?)?;
+    let certs = (transport == "quic").then(|| dir.join("certs"));
+    if let Some(certs) = &certs {
+        sut_node::tls::dev_certificates(certs, false)?;
+    }
+    let created = Instant::now();
+    let mut lab = Lab::create(3, LINK_MBIT)?;
+    lab.start_nodes(
+        transport,
+        certs.as_deref(),
+        &["--config", config.to_str().context("utf-8 path")?],
+    )?;
+    let conf = write_file(&dir, "user.conf", &user_conf().to_string())?;
+    let mut flags: Vec<String> = [
+        "--scenario",
+        scenario,
+        "--benchmark",
+        "resnet50",
+        "--sample-shape",
+        "3,32,32",
+        "--total-sample-count",
+        "1024",
+        "--performance-sample-count",
+        "512",
+        "--user-conf",
+        conf.to_str().context("utf-8 path")?,
+        "--record-issued",
+        "issued.txt",
+        "--node-timeout",
+        "1",
+        "--rejoin-max-backoff",
+        "0.5",
+        "--no-report",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    flags.extend(lab.sut_node_flags());
+    if let Some(certs) = &certs {
+        // The development certificate names localhost, not lab addresses.
+        flags.extend([
+            "--dev-tls".to_string(),
+            certs.display().to_string(),
+            "--tls-server-name".to_string(),
+            "localhost".to_string(),
+        ]);
+    }
+    eprintln!("lab up in {:?}", created.elapsed());
+    netdiv_tests::loadgen_node_bin()?; // built before the clock starts
+    let loadgen_netns = lab.loadgen_netns.clone();
+    let start = Instant::now();
+    // Per restored node: its count of completed samples when it was
+    // restored (restarted, continued, or its link back up).
+    let mut restored: Vec<(usize, f64)> = Vec::new();
+    let (run, faults) = std::thread::scope(|scope| {
+        let runner =
+            scope.spawn(|| loadgen_in_netns(&loadgen_netns, &dir, &flags, Duration::from_secs(90)));
+        let faults = (|| -> Result<()> {
+            for s in &schedule {
+                if let Some(wait) = s.at.checked_sub(start.elapsed()) {
+                    std::thread::sleep(wait);
+                }
+                lab.apply(s.fault)
+                    .with_context(|| format!("fault {} at {:?}", s.fault, s.at))?;
+                if let Fault::Restart(n) | Fault::Cont(n) | Fault::LinkUp(n) = s.fault {
+                    restored.push((n, lab.nodes[n].completed()?));
+                }
+            }
+            Ok(())
+        })();
+        (runner.join().expect("loadgen thread"), faults)
+    });
+    faults?;
+    let run = run?;
+    run.expect_valid()
+        .with_context(|| format!("{transport} {scenario} with faults {schedule:?}"))?;
+    check_exactly_once(&run, &dir.join("issued.txt"))?;
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.logs.join("netdiv_run.json"))?)?;
+    let changes = record["node_changes"].as_array().context("node_changes")?;
+    for (node, at_restore) in restored {
+        let url = lab.nodes[node].url();
+        let now = lab.nodes[node].completed()?;
+        ensure!(
+            now > at_restore,
+            "node {node} completed nothing after it was restored ({at_restore} then {now}); \
+             changes: {changes:?}"
+        );
+        let rejoined = changes
+            .iter()
+            .any(|c| c["node"] == url.as_str() && c["state"] == "rejoined");
+        let failed = changes
+            .iter()
+            .any(|c| c["node"] == url.as_str() && c["state"] != "rejoined");
+        ensure!(
+            !failed || rejoined,
+            "node {node} failed and never rejoined: {changes:?}"
+        );
+    }
+    eprintln!(
+        "{transport} {scenario} {schedule:?}: {:?} wall, set up in {:?}; changes: {}",
+        run.wall,
+        start.elapsed() - run.wall,
+        changes
+            .iter()
+            .map(|c| format!(
+                "{:.2}s {} {}",
+                c["at_s"].as_f64().unwrap_or(0.0),
+                c["node"],
+                c["state"]
+            ))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    ensure!(
+        run.wall < Duration::from_secs(60),
+        "the run took {:?}",
+        run.wall
+    );
+    Ok(())
+}
+
+/// Both scenarios over `transport` with `schedule`.
+fn both_scenarios(transport: &'static str, schedule: &str) -> Result<()> {
+    fault_run(transport, "Server", schedule)?;
+    fault_run(transport, "Offline", schedule)
+}
+
+const KILL: &str = "1.5:kill:1,3:restart:1";
+const TERM: &str = "1.5:term:1,3.5:restart:1";
+const STALL: &str = "1.5:stop:1,3:cont:1";
+const PARTITION: &str = "1.5:down:1,3:up:1";
+const SLOW_LINK: &str = "1.5:rate:1:20";
+
+#[test]
+fn lab_grpc_node_killed_and_restarted() -> Result<()> {
+    both_scenarios("grpc", KILL)
+}
+
+#[test]
+fn lab_quic_node_killed_and_restarted() -> Result<()> {
+    both_scenarios("quic", KILL)
+}
+
+#[test]
+fn lab_grpc_node_stopped_and_restarted() -> Result<()> {
+    both_scenarios("grpc", TERM)
+}
+
+#[test]
+fn lab_quic_node_stopped_and_restarted() -> Result<()> {
+    both_scenarios("quic", TERM)
+}
+
+#[test]
+fn lab_grpc_node_stalls_and_goes_on() -> Result<()> {
+    both_scenarios("grpc", STALL)
+}
+
+#[test]
+fn lab_quic_node_stalls_and_goes_on() -> Result<()> {
+    both_scenarios("quic", STALL)
+}
+
+#[test]
+fn lab_grpc_partition_heals() -> Result<()> {
+    both_scenarios("grpc", PARTITION)
+}
+
+#[test]
+fn lab_quic_partition_heals() -> Result<()> {
+    both_scenarios("quic", PARTITION)
+}
+
+#[test]
+fn lab_grpc_slow_link() -> Result<()> {
+    both_scenarios("grpc", SLOW_LINK)
+}
+
+#[test]
+fn lab_quic_slow_link() -> Result<()> {
+    both_scenarios("quic", SLOW_LINK)
+}
