@@ -113,6 +113,26 @@ pub const QDL_CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// word (killed, unplugged) is noticed in seconds; a server (a node) allows
 /// many concurrent query streams.
 pub fn quic_config(client: bool) -> Arc<quinn::TransportConfig> {
+    Arc::new(quic_transport(client))
+}
+
+/// The node's QUIC transport: [`quic_config`]`(false)` with at most
+/// `max_streams` concurrent streams per connection, and an idle timeout
+/// after which a client that vanished without closing is let go.
+pub fn quic_server_config(max_streams: u32) -> Arc<quinn::TransportConfig> {
+    let mut t = quic_transport(false);
+    t.max_concurrent_bidi_streams(quinn::VarInt::from_u32(max_streams))
+        .max_idle_timeout(Some(
+            quinn::IdleTimeout::try_from(QUIC_SERVER_IDLE_TIMEOUT).expect("seconds fit"),
+        ));
+    Arc::new(t)
+}
+
+/// How long a node keeps a QUIC connection that shows no life (the QDL's
+/// keep-alives come every [`QUIC_KEEP_ALIVE_INTERVAL`]).
+pub const QUIC_SERVER_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn quic_transport(client: bool) -> quinn::TransportConfig {
     let mut t = quinn::TransportConfig::default();
     t.stream_receive_window(QUIC_STREAM_WINDOW.into())
         .receive_window(QUIC_CONNECTION_WINDOW.into())
@@ -135,7 +155,7 @@ pub fn quic_config(client: bool) -> Arc<quinn::TransportConfig> {
     } else {
         t.max_concurrent_bidi_streams(quinn::VarInt::from_u32(QUIC_MAX_CONCURRENT_STREAMS));
     }
-    Arc::new(t)
+    t
 }
 
 // Relations the values above must keep, checked when the crate compiles.

@@ -20,6 +20,9 @@ pub struct NodeUrl {
     pub host: String,
     /// TCP (gRPC) or UDP (QUIC) port, never 0.
     pub port: u16,
+    /// The name the node's TLS certificate carries when it is not `host`:
+    /// the DNS name an address was found under ([`NodeUrl::expand_dns`]).
+    pub server_name: Option<String>,
 }
 
 /// Why a node address was refused; each names the text given.
@@ -94,7 +97,56 @@ impl std::str::FromStr for NodeUrl {
             transport,
             host: host.into(),
             port,
+            server_name: None,
         })
+    }
+}
+
+/// A node name that resolves to no address, or cannot be resolved.
+#[derive(Debug, thiserror::Error)]
+#[error("node address {url}: cannot expand {host:?} to its addresses: {reason}")]
+pub struct DnsExpansionError {
+    /// The address as given.
+    pub url: String,
+    /// The name looked up.
+    pub host: String,
+    /// What the resolver said.
+    pub reason: String,
+}
+
+impl NodeUrl {
+    /// One node per address `host` resolves to (a Kubernetes headless
+    /// Service, compose replicas), in address order, each keeping `host`
+    /// as the name its certificate must carry. An IP address stays one
+    /// node.
+    pub fn expand_dns(&self) -> Result<Vec<NodeUrl>, DnsExpansionError> {
+        if self.host.parse::<std::net::IpAddr>().is_ok() {
+            return Ok(vec![self.clone()]);
+        }
+        let error = |reason: String| DnsExpansionError {
+            url: self.to_string(),
+            host: self.host.clone(),
+            reason,
+        };
+        let mut addresses: Vec<std::net::IpAddr> =
+            std::net::ToSocketAddrs::to_socket_addrs(&(self.host.as_str(), self.port))
+                .map_err(|e| error(e.to_string()))?
+                .map(|a| a.ip())
+                .collect();
+        addresses.sort_unstable();
+        addresses.dedup();
+        if addresses.is_empty() {
+            return Err(error("no address".into()));
+        }
+        Ok(addresses
+            .into_iter()
+            .map(|ip| NodeUrl {
+                transport: self.transport,
+                host: ip.to_string(),
+                port: self.port,
+                server_name: Some(self.server_name.clone().unwrap_or(self.host.clone())),
+            })
+            .collect())
     }
 }
 
@@ -115,6 +167,30 @@ impl fmt::Display for NodeUrl {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_expands_to_one_node_per_address_and_keeps_the_name_for_tls() {
+        let nodes = "grpc://localhost:7000"
+            .parse::<NodeUrl>()
+            .unwrap()
+            .expand_dns()
+            .unwrap();
+        assert!(!nodes.is_empty());
+        assert!(nodes.iter().any(|n| n.host == "127.0.0.1"), "{nodes:?}");
+        for n in &nodes {
+            assert_eq!(n.server_name.as_deref(), Some("localhost"));
+            assert_eq!((n.port, n.transport), (7000, Transport::Grpc));
+        }
+        let ip: NodeUrl = "quic://10.0.0.7:7000".parse().unwrap();
+        assert_eq!(ip.expand_dns().unwrap(), vec![ip]);
+        let e = "grpc://no-such-node.invalid:7000"
+            .parse::<NodeUrl>()
+            .unwrap()
+            .expand_dns()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("grpc://no-such-node.invalid:7000"), "{e}");
+    }
 
     #[test]
     fn parses_both_transports_and_ipv6() {

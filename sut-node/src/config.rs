@@ -17,6 +17,7 @@ use crate::backend::openai::OpenaiConfig;
 use crate::backend::synthetic::SyntheticConfig;
 use crate::backend::{BackendConfig, BackendKind};
 use crate::batcher::BatchPolicy;
+use crate::limits::{Limits, LimitsConfig};
 
 /// Which transports to serve.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize, Serialize)]
@@ -177,6 +178,8 @@ pub struct FileConfig {
     pub openai: OpenaiConfig,
     /// SUT-side batching.
     pub batching: BatchPolicy,
+    /// What the node takes on at once.
+    pub limits: LimitsConfig,
 }
 
 impl FileConfig {
@@ -235,6 +238,8 @@ pub struct NodeConfig {
     pub backend: BackendConfig,
     /// SUT-side batching.
     pub batching: BatchPolicy,
+    /// What the node takes on at once.
+    pub limits: Limits,
 }
 
 impl NodeConfig {
@@ -315,6 +320,7 @@ impl NodeConfig {
             max_sample_bytes: file
                 .max_sample_bytes
                 .unwrap_or_else(|| transport::default_max_sample_bytes(&benchmark)),
+            limits: Limits::from_config(&file.limits, &benchmark)?,
             backend,
             batching,
             cli,

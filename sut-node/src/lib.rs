@@ -19,6 +19,7 @@
 pub mod backend;
 pub mod batcher;
 pub mod config;
+pub mod limits;
 pub mod metrics;
 pub mod nic;
 pub mod node;

@@ -105,6 +105,7 @@ async fn run(cli: Cli) -> Result<()> {
         response_codec: config.response_codec,
         max_sample_bytes: config.max_sample_bytes,
         batching: config.batching,
+        limits: config.limits,
     };
     // A serving engine may take minutes to load its model: wait for it
     // off the runtime's threads, and let a stop signal end the wait.

@@ -23,6 +23,7 @@ use crate::backend::llm::LlmBackend;
 use crate::backend::openai::{driver as engine_driver, OpenaiBackend};
 use crate::backend::{Backend, BackendConfig, BackendError, NodeBackend};
 use crate::batcher::BatchPolicy;
+use crate::limits::Limits;
 use crate::metrics::NodeMetrics;
 
 /// Where a sample's completion goes: the stream it arrived on. For token
@@ -42,6 +43,8 @@ pub struct NodeSettings {
     pub max_sample_bytes: u64,
     /// SUT-side batching.
     pub batching: BatchPolicy,
+    /// What the node takes on at once.
+    pub limits: Limits,
 }
 
 struct WorkItem {
@@ -59,6 +62,8 @@ pub struct Node {
     /// Set by `stop_devices`: token sequences still running are dropped.
     stopped: AtomicBool,
     in_flight: AtomicU64,
+    /// Decoded bytes of the samples in flight.
+    held_bytes: AtomicU64,
     idle: watch::Sender<u64>,
     batches_run: AtomicU64,
     samples_run: AtomicU64,
@@ -111,6 +116,7 @@ impl Node {
             accepting: AtomicBool::new(true),
             stopped: AtomicBool::new(false),
             in_flight: AtomicU64::new(0),
+            held_bytes: AtomicU64::new(0),
             idle: watch::channel(0).0,
             batches_run: AtomicU64::new(0),
             samples_run: AtomicU64::new(0),
@@ -189,7 +195,7 @@ impl Node {
                     None => failed_completion(item.response_id, "backend returned too few outputs"),
                 };
                 self.answer(&item.reply, reply);
-                self.finish_one();
+                self.finish_one(&item);
             }
         }
     }
@@ -249,7 +255,7 @@ impl Node {
                 );
                 self.answer(&item.reply, reply);
                 self.samples_run.fetch_add(1, Ordering::Relaxed);
-                self.finish_one();
+                self.finish_one(&item);
             }
             TokenEvent::Failed { item, error } => {
                 let message = format!("sample {}: {error}", item.response_id);
@@ -259,7 +265,7 @@ impl Node {
                     "sample failed: {error}"
                 );
                 self.answer(&item.reply, failed_completion(item.response_id, message));
-                self.finish_one();
+                self.finish_one(&item);
             }
             TokenEvent::Step { sequences } => {
                 self.batches_run.fetch_add(1, Ordering::Relaxed);
@@ -279,7 +285,9 @@ impl Node {
             .fetch_max(samples as u32, Ordering::Relaxed);
     }
 
-    fn finish_one(&self) {
+    fn finish_one(&self, item: &WorkItem) {
+        self.held_bytes
+            .fetch_sub(item.data.len() as u64, Ordering::AcqRel);
         let left = self.in_flight.fetch_sub(1, Ordering::AcqRel) - 1;
         self.metrics.set_in_flight(left);
         if left == 0 {
@@ -321,6 +329,20 @@ impl Node {
                 self.settings.max_sample_bytes,
             ) {
                 Ok(input) => {
+                    let bytes = input.data.len() as u64;
+                    let held_bytes = self.held_bytes.fetch_add(bytes, Ordering::AcqRel) + bytes;
+                    if held_bytes > self.settings.limits.max_bytes_held {
+                        self.held_bytes.fetch_sub(bytes, Ordering::AcqRel);
+                        let limit = self.settings.limits.max_bytes_held;
+                        self.answer(
+                            reply,
+                            declined_completion(
+                                id,
+                                format!("node is full: it holds {limit} sample bytes, its limit"),
+                            ),
+                        );
+                        continue;
+                    }
                     let held = self.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
                     self.metrics.set_in_flight(held);
                     let item = WorkItem {
@@ -328,8 +350,8 @@ impl Node {
                         data: input.data,
                         reply: reply.clone(),
                     };
-                    if queue.send(item).is_err() {
-                        self.finish_one();
+                    if let Err(refused) = queue.send(item) {
+                        self.finish_one(&refused.0);
                         self.answer(reply, declined_completion(id, "node is shutting down"));
                     }
                 }
@@ -347,13 +369,14 @@ impl Node {
         count
     }
 
-    /// Samples the node holds at most before it declines more: a serving
-    /// engine's open and waiting requests; unlimited otherwise (the QDL's
-    /// window bounds them).
+    /// Samples the node holds at most before it declines more: its
+    /// configured limit, or a serving engine's open and waiting requests
+    /// when fewer.
     fn capacity(&self) -> u64 {
+        let limit = self.settings.limits.max_samples_held;
         match &self.backend {
-            NodeBackend::Engine(engine) => engine.capacity(),
-            _ => u64::MAX,
+            NodeBackend::Engine(engine) => engine.capacity().min(limit),
+            _ => limit,
         }
     }
 
@@ -460,6 +483,7 @@ mod tests {
                 response_codec: Codec::None,
                 max_sample_bytes: 1 << 20,
                 batching: BatchPolicy::default(),
+                limits: Limits::defaults(&Benchmark::parse(benchmark).unwrap()),
             },
             Arc::new(SyntheticBackend::new(SyntheticConfig::default())),
         )
@@ -472,6 +496,7 @@ mod tests {
             response_codec: Codec::None,
             max_sample_bytes: 1 << 20,
             batching: BatchPolicy::default(),
+            limits: Limits::defaults(&Benchmark::parse(benchmark).unwrap()),
         }
     }
 

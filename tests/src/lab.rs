@@ -49,6 +49,9 @@ pub enum Fault {
     Term(usize),
     /// Starts the node again, on the address it had, after it exited.
     Restart(usize),
+    /// Starts another node (its name with `-impostor`) on the address the
+    /// node had, after it exited: the QDL must not take it for the node.
+    Impostor(usize),
     /// SIGSTOP: the node stalls (its connections stay open).
     Stop(usize),
     /// SIGCONT: a stalled node goes on.
@@ -68,6 +71,7 @@ impl Fault {
             Fault::Kill(n)
             | Fault::Term(n)
             | Fault::Restart(n)
+            | Fault::Impostor(n)
             | Fault::Stop(n)
             | Fault::Cont(n)
             | Fault::LinkDown(n)
@@ -83,6 +87,7 @@ impl fmt::Display for Fault {
             Fault::Kill(n) => write!(f, "kill:{n}"),
             Fault::Term(n) => write!(f, "term:{n}"),
             Fault::Restart(n) => write!(f, "restart:{n}"),
+            Fault::Impostor(n) => write!(f, "impostor:{n}"),
             Fault::Stop(n) => write!(f, "stop:{n}"),
             Fault::Cont(n) => write!(f, "cont:{n}"),
             Fault::LinkDown(n) => write!(f, "down:{n}"),
@@ -108,7 +113,7 @@ impl FromStr for Scheduled {
         let usage = || {
             format!(
                 "fault {text:?}: expected SECONDS:ACTION:NODE[:MBIT] with ACTION one of \
-                 kill, term, restart, stop, cont, down, up, rate"
+                 kill, term, restart, impostor, stop, cont, down, up, rate"
             )
         };
         if parts.len() < 3 {
@@ -126,6 +131,7 @@ impl FromStr for Scheduled {
             ("kill", 3) => Fault::Kill(node),
             ("term", 3) => Fault::Term(node),
             ("restart", 3) => Fault::Restart(node),
+            ("impostor", 3) => Fault::Impostor(node),
             ("stop", 3) => Fault::Stop(node),
             ("cont", 3) => Fault::Cont(node),
             ("down", 3) => Fault::LinkDown(node),
@@ -400,6 +406,44 @@ impl Lab {
         Ok(())
     }
 
+    /// Starts every node like [`Lab::start_nodes`], all on the port the
+    /// first one was given (each has an address of its own), as replicas
+    /// behind one DNS name listen.
+    pub fn start_nodes_on_one_port(
+        &mut self,
+        transport: &'static str,
+        certs: Option<&Path>,
+        args: &[&str],
+    ) -> Result<u16> {
+        let mut port = None;
+        for node in &mut self.nodes {
+            node.transport = transport;
+            node.certs = certs.map(Path::to_path_buf);
+            node.args = args.iter().map(|s| s.to_string()).collect();
+            if let Some(port) = port {
+                node.listen = Some(SocketAddr::new(node.address.parse()?, port));
+            }
+            node.start()?;
+            port = node.listen.map(|a| a.port());
+        }
+        port.context("the lab has no nodes")
+    }
+
+    /// Makes `name` resolve to every node's address inside the LoadGen
+    /// node's namespace (`ip netns exec` reads `/etc/netns/NS/hosts` as
+    /// its `/etc/hosts`), as a headless Service's name does.
+    pub fn publish_name(&self, name: &str) -> Result<()> {
+        let dir = PathBuf::from("/etc/netns").join(&self.loadgen_netns);
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let mut hosts = String::from("127.0.0.1 localhost\n");
+        for node in &self.nodes {
+            hosts.push_str(&format!("{} {name}\n", node.address));
+        }
+        std::fs::write(dir.join("hosts"), hosts)
+            .with_context(|| format!("cannot write {}", dir.join("hosts").display()))
+    }
+
     /// `--sut-node URL` for every node.
     pub fn sut_node_flags(&self) -> Vec<String> {
         self.nodes
@@ -426,6 +470,14 @@ impl Lab {
                 // killed.
                 node.reap(Duration::from_secs(10));
                 node.start()?;
+            }
+            Fault::Impostor(_) => {
+                node.reap(Duration::from_secs(10));
+                let impostor = format!("{}-impostor", node.name);
+                let name = std::mem::replace(&mut node.name, impostor);
+                let started = node.start();
+                node.name = name;
+                started?;
             }
             Fault::Stop(_) => node.signal(libc::SIGSTOP)?,
             Fault::Cont(_) => node.signal(libc::SIGCONT)?,
@@ -468,6 +520,7 @@ impl Drop for Lab {
             let _ = ip(&["netns", "del", &node.netns]);
         }
         let _ = ip(&["netns", "del", &self.loadgen_netns]);
+        let _ = std::fs::remove_dir_all(PathBuf::from("/etc/netns").join(&self.loadgen_netns));
         let _ = ip(&["netns", "del", &self.hub]);
         let _ = ip(&["link", "del", &self.management]);
     }

@@ -51,6 +51,7 @@ pub mod prerequisites;
 pub mod process;
 pub mod prometheus;
 pub mod python;
+pub mod soak;
 pub mod submission;
 pub mod sut_client;
 pub mod text;

@@ -54,10 +54,16 @@ fn user_conf() -> UserConf {
 }
 
 /// One run over the lab with `schedule`, checked.
-fn fault_run(transport: &'static str, scenario: &str, schedule: &str) -> Result<()> {
+/// Returns the run record's node changes (`None` where the lab cannot
+/// run).
+fn fault_run(
+    transport: &'static str,
+    scenario: &str,
+    schedule: &str,
+) -> Result<Option<Vec<Value>>> {
     if !lab::available() {
         eprintln!("skipped: the fault lab needs root, ip netns and tc");
-        return Ok(());
+        return Ok(None);
     }
     let schedule = parse_schedule(schedule)?;
     let dir = test_dir(&format!("lab-{transport}-{scenario}"))?;
@@ -180,13 +186,35 @@ fn fault_run(transport: &'static str, scenario: &str, schedule: &str) -> Result<
         "the run took {:?}",
         run.wall
     );
-    Ok(())
+    Ok(Some(changes.clone()))
 }
 
 /// Both scenarios over `transport` with `schedule`.
 fn both_scenarios(transport: &'static str, schedule: &str) -> Result<()> {
     fault_run(transport, "Server", schedule)?;
-    fault_run(transport, "Offline", schedule)
+    fault_run(transport, "Offline", schedule)?;
+    Ok(())
+}
+
+/// A node killed and replaced by another node at its address: the QDL
+/// refuses it (and says so), the other two finish the run.
+#[test]
+fn lab_a_node_that_comes_back_as_another_is_refused() -> Result<()> {
+    for transport in ["grpc", "quic"] {
+        let Some(changes) = fault_run(transport, "Offline", "1.5:kill:1,2.5:impostor:1")? else {
+            return Ok(());
+        };
+        let refused: Vec<&Value> = changes.iter().filter(|c| c["state"] == "refused").collect();
+        ensure!(
+            !refused.is_empty()
+                && refused.iter().all(|c| c["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("lab-node-1-impostor")))
+                && !changes.iter().any(|c| c["state"] == "rejoined"),
+            "{transport}: the impostor was not refused, or a node rejoined: {changes:?}"
+        );
+    }
+    Ok(())
 }
 
 const KILL: &str = "1.5:kill:1,3:restart:1";
@@ -243,4 +271,86 @@ fn lab_grpc_slow_link() -> Result<()> {
 #[test]
 fn lab_quic_slow_link() -> Result<()> {
     both_scenarios("quic", SLOW_LINK)
+}
+
+/// `--expand-dns`: one name that resolves to the three nodes' addresses
+/// (as a Kubernetes headless Service's does) is three nodes.
+#[test]
+fn lab_one_dns_name_expands_to_every_node() -> Result<()> {
+    if !lab::available() {
+        eprintln!("skipped: the fault lab needs root, ip netns and tc");
+        return Ok(());
+    }
+    let dir = test_dir("lab-dns")?;
+    let config = write_file(&dir, "sut-node.toml", &node_toml(&node_config())?)?;
+    let mut lab = Lab::create(3, LINK_MBIT)?;
+    let port = lab.start_nodes_on_one_port(
+        "grpc",
+        None,
+        &["--config", config.to_str().context("utf-8 path")?],
+    )?;
+    lab.publish_name("sut-nodes")?;
+    let conf = write_file(
+        &dir,
+        "user.conf",
+        &user_conf().set("*.*.min_duration", 1000).to_string(),
+    )?;
+    let flags: Vec<String> = [
+        "--scenario",
+        "Offline",
+        "--benchmark",
+        "resnet50",
+        "--sample-shape",
+        "3,32,32",
+        "--user-conf",
+        conf.to_str().context("utf-8 path")?,
+        "--no-report",
+        "--expand-dns",
+        "--sut-node",
+        &format!("grpc://sut-nodes:{port}"),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let run = loadgen_in_netns(&lab.loadgen_netns, &dir, &flags, Duration::from_secs(60))?;
+    run.expect_valid()?;
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.logs.join("netdiv_run.json"))?)?;
+    let nodes = record["nodes"].as_array().context("nodes")?;
+    ensure!(nodes.len() == 3, "{nodes:?}");
+    for node in &lab.nodes {
+        ensure!(
+            nodes.iter().any(|n| n["name"] == node.name.as_str()
+                && n["url"] == format!("grpc://{}:{port}", node.address).as_str()
+                && n["traffic"]["samples_sent"].as_u64() > Some(0)),
+            "{} is not one of the run's nodes, or got no work: {nodes:?}",
+            node.name
+        );
+    }
+    Ok(())
+}
+
+/// The soak in short (the 600 s one is `deploy/lab/fault-lab.sh`): 40 s
+/// with a fault every 6 s, VALID, exactly once, memory sampled.
+#[test]
+fn lab_soak_short() -> Result<()> {
+    if !lab::available() {
+        eprintln!("skipped: the fault lab needs root, ip netns and tc");
+        return Ok(());
+    }
+    let dir = test_dir("lab-soak")?;
+    let options = netdiv_tests::soak::SoakOptions {
+        transport: "grpc",
+        nodes: 3,
+        seconds: 40,
+        every: 6,
+        qps: 300,
+        rate_mbit: LINK_MBIT,
+        faults: None,
+    };
+    let report = netdiv_tests::soak::soak(&options, &dir)?;
+    eprintln!("{}", netdiv_tests::soak::table(&report.trends));
+    ensure!(report.faults.len() >= 10, "{:?}", report.faults);
+    ensure!(report.trends.len() == 4 && report.trends.iter().all(|t| t.samples >= 5));
+    Ok(())
 }

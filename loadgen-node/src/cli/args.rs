@@ -396,6 +396,12 @@ pub struct NetworkArgs {
     /// giving it work again. Submission mode never brings nodes back.
     #[arg(long)]
     pub no_rejoin: bool,
+    /// Treat each --sut-node host name as a group of nodes: one node per
+    /// address it resolves to (a Kubernetes headless Service, compose
+    /// replicas). Each must still answer Name() with a unique name; TLS
+    /// checks the certificate against the name, not the address.
+    #[arg(long)]
+    pub expand_dns: bool,
     /// Longest wait between attempts to bring a failed node back, in
     /// seconds; the wait starts at 0.1 s and doubles.
     #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]

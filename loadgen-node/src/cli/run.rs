@@ -134,8 +134,10 @@ pub fn run_network(
 ) -> Result<()> {
     let qsl = setup::qsl(args)?;
     let settings = setup::settings(args, scenario, embedded_conf)?;
-    let mut config = setup::qdl_config(&args.network, nodes.clone(), qsl.store.benchmark())?;
+    let mut config = setup::qdl_config(&args.network, nodes, qsl.store.benchmark())?;
     config.no_failover = args.submission_mode;
+    // With --expand-dns, one node per address.
+    let nodes = config.nodes.clone();
     let network = qdl::NetworkSut::connect(config, qsl.store.clone())?;
     if args.submission_mode {
         let own = sut_node::nic::host_identity();

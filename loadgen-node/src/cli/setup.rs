@@ -223,6 +223,25 @@ pub fn qdl_config(
         tls.server_name = n.tls_server_name.clone().or(tls.server_name);
         tls
     });
+    let nodes = if n.expand_dns {
+        let mut expanded = Vec::new();
+        for url in &nodes {
+            expanded.extend(url.expand_dns()?);
+        }
+        tracing::info!(
+            event = "nodes_expanded",
+            nodes = expanded.len(),
+            "--expand-dns: {}",
+            expanded
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        expanded
+    } else {
+        nodes
+    };
     if n.window == 0 || n.max_piece_samples == 0 || n.io_threads == 0 {
         bail!("--window, --max-piece-samples and --io-threads must be at least 1");
     }
@@ -311,6 +330,7 @@ fn in_process_node(
             response_codec: Codec::None,
             max_sample_bytes: u64::MAX,
             batching,
+            limits: sut_node::limits::Limits::defaults(store.benchmark()),
         },
         backend,
     )?;

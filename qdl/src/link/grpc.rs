@@ -61,7 +61,7 @@ impl GrpcLink {
             .keep_alive_while_idle(true);
         if let Some(tls) = tls {
             endpoint = endpoint
-                .tls_config(tls.tonic(&url.host)?)
+                .tls_config(tls.tonic(url.server_name.as_deref().unwrap_or(&url.host))?)
                 .map_err(LinkError::GrpcConnect)?;
         }
         let channel = endpoint.connect().await.map_err(LinkError::GrpcConnect)?;

@@ -119,7 +119,11 @@ impl QuicLink {
         };
         let mut endpoint = quinn::Endpoint::client(local).map_err(LinkError::Socket)?;
         endpoint.set_default_client_config(config);
-        let server_name = tls.server_name.as_deref().unwrap_or(&url.host);
+        let server_name = tls
+            .server_name
+            .as_deref()
+            .or(url.server_name.as_deref())
+            .unwrap_or(&url.host);
         let conn = endpoint.connect(addr, server_name)?.await?;
         Ok(QuicLink {
             conn,

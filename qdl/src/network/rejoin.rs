@@ -125,6 +125,9 @@ pub(super) async fn watch(router: Weak<QueryRouter>, reconnect: Reconnect) {
     let node = reconnect.node;
     let mut delay = reconnect.backoff.first;
     let mut rejoined_at: Option<Instant> = None;
+    // The last impostor seen: it is logged and recorded once, not at
+    // every attempt.
+    let mut refused: Option<String> = None;
     loop {
         tokio::time::sleep(POLL).await;
         if !needs_rejoin(&router, node) {
@@ -175,11 +178,16 @@ pub(super) async fn watch(router: Weak<QueryRouter>, reconnect: Reconnect) {
                     "node is back and takes work again"
                 );
                 rejoined_at = Some(Instant::now());
+                refused = None;
             }
             Err(Attempt::Unreachable(e)) => {
                 tracing::debug!(node = %url, event = "rejoin_attempt", "not back yet: {e}");
             }
+            Err(Attempt::Other(difference)) if refused.as_ref() == Some(&difference) => {
+                tracing::debug!(node = %url, event = "node_refused", "still not the node: {difference}");
+            }
             Err(Attempt::Other(difference)) => {
+                refused = Some(difference.clone());
                 tracing::warn!(
                     node = %url,
                     event = "node_refused",

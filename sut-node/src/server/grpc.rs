@@ -16,7 +16,13 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tonic_health::pb::health_server::{Health, HealthServer};
 
-use super::{next_batch, version_mismatch, COMPLETIONS_PER_MESSAGE};
+use super::connections::{self, ConnectionLimit};
+use super::{next_batch, version_mismatch, Unread, COMPLETIONS_PER_MESSAGE};
+
+/// How often the node pings an idle client connection.
+const SERVER_KEEP_ALIVE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long it waits for the answer before it closes the connection.
+const SERVER_KEEP_ALIVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 use crate::node::Node;
 use crate::tls::TlsFiles;
 
@@ -42,9 +48,19 @@ pub async fn start(
         .await
         .with_context(|| format!("cannot listen on tcp {listen}"))?;
     let addr = listener.local_addr()?;
+    let limits = node.settings().limits;
     let mut builder = tonic::transport::Server::builder()
         .initial_stream_window_size(Some(HTTP2_STREAM_WINDOW))
-        .initial_connection_window_size(Some(HTTP2_CONNECTION_WINDOW));
+        .initial_connection_window_size(Some(HTTP2_CONNECTION_WINDOW))
+        // Streams a client may open on one connection; calls past it are
+        // shed with "unavailable" instead of queueing in the node.
+        .max_concurrent_streams(Some(limits.max_streams_per_connection))
+        .concurrency_limit_per_connection(limits.max_streams_per_connection as usize)
+        .load_shed(true)
+        // A client that vanished without closing is noticed, and its
+        // connection's slot comes back.
+        .http2_keepalive_interval(Some(SERVER_KEEP_ALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(SERVER_KEEP_ALIVE_TIMEOUT));
     if let Some(tls) = tls {
         let pem = tls.pem()?;
         let mut server_tls = tonic::transport::ServerTlsConfig::new()
@@ -57,6 +73,7 @@ pub async fn start(
             .context("gRPC TLS configuration")?;
     }
     let name = node.settings().name.clone();
+    let limit = ConnectionLimit::new(limits.max_connections, "grpc", &name);
     let max_message = message_limit(&node.settings().benchmark);
     let service = SutNodeServer::new(GrpcService {
         node,
@@ -67,10 +84,7 @@ pub async fn start(
     let router = builder.add_service(health).add_service(service);
     let mut stop = closing;
     let task = tokio::spawn(async move {
-        // Nagle would hold small writes (completions, window updates)
-        // for the peer's delayed ACK: tens of milliseconds per query.
-        let incoming =
-            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+        let incoming = connections::incoming(listener, limit);
         let result = router
             .serve_with_incoming_shutdown(incoming, async move {
                 let _ = stop.wait_for(|c| *c).await;
@@ -137,6 +151,8 @@ impl pb::sut_node_server::SutNode for GrpcService {
             .map_or("unknown".into(), |a| a.to_string());
         let mut inbound = request.into_inner();
         let (reply_tx, mut reply_rx) = mpsc::unbounded_channel::<pb::Completion>();
+        let unread = Arc::new(Unread::new(self.node.settings().limits.max_unread_answers));
+        let taken = unread.clone();
         let (out_tx, out_rx) = mpsc::channel::<Result<pb::CompletionBatch, Status>>(64);
         let node = self.node.clone();
         let mut closing = self.closing.clone();
@@ -145,9 +161,16 @@ impl pb::sut_node_server::SutNode for GrpcService {
         tokio::spawn(async move {
             let _open = open;
             loop {
+                // A client that does not read its answers is not read
+                // either: HTTP/2 flow control then holds it back.
+                tokio::select! {
+                    _ = unread.room() => {}
+                    _ = async { let _ = closing.wait_for(|c| *c).await; } => break,
+                }
                 tokio::select! {
                     message = inbound.message() => match message {
                         Ok(Some(query)) => {
+                            unread.submitted(query.samples.len());
                             node.submit_query(query, &reply_tx);
                         }
                         Ok(None) => break,
@@ -166,9 +189,11 @@ impl pb::sut_node_server::SutNode for GrpcService {
         });
         tokio::spawn(async move {
             while let Some(batch) = next_batch(&mut reply_rx, COMPLETIONS_PER_MESSAGE).await {
+                let answers = Unread::answers(&batch);
                 if out_tx.send(Ok(batch)).await.is_err() {
                     break;
                 }
+                taken.written(answers);
             }
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(out_rx))))

@@ -20,7 +20,8 @@ use netdiv_proto::transport::{message_limit, QUIC_CLOSE_WAIT, QUIC_DELIVERY_GRAC
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use super::{next_batch, version_mismatch, COMPLETIONS_PER_MESSAGE};
+use super::connections::ConnectionLimit;
+use super::{next_batch, version_mismatch, Unread, COMPLETIONS_PER_MESSAGE};
 use crate::node::Node;
 use crate::tls::TlsFiles;
 
@@ -55,7 +56,10 @@ pub fn start(
         quinn::crypto::rustls::QuicServerConfig::try_from(crypto)
             .context("QUIC TLS configuration")?,
     ));
-    server_config.transport_config(netdiv_proto::transport::quic_config(false));
+    let limits = node.settings().limits;
+    server_config.transport_config(netdiv_proto::transport::quic_server_config(
+        limits.max_streams_per_connection,
+    ));
     let endpoint = quinn::Endpoint::server(server_config.clone(), preferred)
         .or_else(|_| quinn::Endpoint::server(server_config, listen))
         .with_context(|| format!("cannot listen on udp {listen}"))?;
@@ -85,14 +89,24 @@ impl Drop for OpenStream {
 /// client would send those samples again elsewhere.
 async fn serve(endpoint: quinn::Endpoint, node: Arc<Node>, mut closing: watch::Receiver<bool>) {
     let open_streams = Arc::new(watch::channel(0usize).0);
+    let limit = ConnectionLimit::new(
+        node.settings().limits.max_connections,
+        "quic",
+        &node.settings().name,
+    );
     loop {
         tokio::select! {
             incoming = endpoint.accept() => {
                 let Some(incoming) = incoming else { break };
+                let Some(slot) = limit.admit() else {
+                    incoming.refuse();
+                    continue;
+                };
                 let node = node.clone();
                 let open_streams = open_streams.clone();
                 let closing = closing.clone();
                 tokio::spawn(async move {
+                    let _slot = slot;
                     let remote = incoming.remote_address();
                     match incoming.await {
                         Ok(conn) => serve_connection(conn, node, open_streams, closing).await,
@@ -233,11 +247,20 @@ async fn serve_queries(
     mut closing: watch::Receiver<bool>,
 ) -> Result<()> {
     let (reply, mut replies) = mpsc::unbounded_channel();
+    let unread = Unread::new(node.settings().limits.max_unread_answers);
+    unread.submitted(first.samples.len());
     node.submit_query(first, &reply);
+    let unread = &unread;
     // Owns `reply`: once reading ends and every submitted sample has been
     // answered, the channel closes and the writer ends.
     let reading = async move {
         loop {
+            // A client that does not read its answers is not read either:
+            // QUIC flow control then holds it back.
+            tokio::select! {
+                _ = unread.room() => {}
+                _ = closing.wait_for(|c| *c) => return Ok(()),
+            }
             let request = tokio::select! {
                 request = next_frame(&mut recv, &mut decoder) => request,
                 _ = closing.wait_for(|c| *c) => return Ok(()),
@@ -252,6 +275,7 @@ async fn serve_queries(
             }
             match request.kind {
                 Some(quic_request::Kind::Query(query)) => {
+                    unread.submitted(query.samples.len());
                     node.submit_query(query, &reply);
                 }
                 _ => return Err(BadRequest::NotAQuery.to_string()),
@@ -260,8 +284,10 @@ async fn serve_queries(
     };
     let writing = async {
         while let Some(batch) = next_batch(&mut replies, COMPLETIONS_PER_MESSAGE).await {
+            let answers = Unread::answers(&batch);
             send.write_all_chunks(&mut [response(quic_response::Kind::Completions(batch))])
                 .await?;
+            unread.written(answers);
         }
         anyhow::Ok(())
     };
