@@ -313,14 +313,25 @@ impl NodeConfig {
         if cli.name.trim().is_empty() {
             bail!("--name must not be empty");
         }
+        let limits = Limits::from_config(&file.limits, &benchmark)?;
+        let max_sample_bytes = file
+            .max_sample_bytes
+            .unwrap_or_else(|| transport::default_max_sample_bytes(&benchmark));
+        // A sample announces its decoded size; the node allocates it. One
+        // sample may not be larger than everything the node may hold.
+        if max_sample_bytes > limits.max_bytes_held {
+            bail!(
+                "config file key max_sample_bytes ({max_sample_bytes}) is larger than \
+                 limits.max_bytes_held ({})",
+                limits.max_bytes_held
+            );
+        }
         Ok(Self {
             transport: cli.transport.or(file.transport).unwrap_or(Transport::Both),
             benchmark,
             response_codec,
-            max_sample_bytes: file
-                .max_sample_bytes
-                .unwrap_or_else(|| transport::default_max_sample_bytes(&benchmark)),
-            limits: Limits::from_config(&file.limits, &benchmark)?,
+            max_sample_bytes,
+            limits,
             backend,
             batching,
             cli,
@@ -377,6 +388,25 @@ fn default_benchmark() -> Benchmark {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    #[test]
+    fn a_sample_larger_than_the_node_may_hold_is_refused_by_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        std::fs::write(&path, "max_sample_bytes = 9000000000000000000\n").unwrap();
+        let cli = Cli::parse_from([
+            "sut-node",
+            "--name",
+            "a",
+            "--config",
+            path.to_str().unwrap(),
+        ]);
+        let e = NodeConfig::from_cli(cli).unwrap_err().to_string();
+        assert!(
+            e.contains("max_sample_bytes") && e.contains("limits.max_bytes_held"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn cli_is_consistent() {

@@ -40,6 +40,7 @@ pub mod configs;
 pub mod counting_engine;
 pub mod engines;
 pub mod files;
+pub mod fuzz;
 pub mod lab;
 pub mod llama;
 pub mod log_records;

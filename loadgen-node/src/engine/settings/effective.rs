@@ -178,7 +178,10 @@ impl EffectiveSettings {
             let expected = (2.0 * (target_duration_ms as f64 / 1000.0) * target_qps) as u64;
             min_query_count = min_query_count.max(expected);
             if qsl_performance_count > 0 {
-                min_query_count += qsl_performance_count - min_query_count % qsl_performance_count;
+                // Wraps like upstream's uint64_t when a huge min_duration
+                // saturated the count (found by fuzzing).
+                min_query_count = min_query_count
+                    .wrapping_add(qsl_performance_count - min_query_count % qsl_performance_count);
             }
         }
         let min_sample_count = min_query_count.wrapping_mul(samples_per_query);
