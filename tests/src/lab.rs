@@ -19,6 +19,26 @@ use anyhow::{bail, Context, Result};
 
 use crate::sut_client::NodeProcess;
 
+/// The lab's sut-node: ResNet-50 with a synthetic device of about 1000
+/// samples/s, so a run lasts long enough for its faults and three nodes
+/// are not the machine's limit.
+pub fn node_config() -> sut_node::config::FileConfig {
+    sut_node::config::FileConfig {
+        benchmark: Some("resnet50".into()),
+        synthetic: sut_node::backend::synthetic::SyntheticConfig {
+            batch_cost_us: 500,
+            sample_cost_us: 1000,
+            output_bytes: 8,
+            ..Default::default()
+        },
+        batching: sut_node::batcher::BatchPolicy {
+            max_batch_size: 32,
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
 /// Runs `ip ARGS`.
 fn ip(args: &[&str]) -> Result<()> {
     run("ip", args)

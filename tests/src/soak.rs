@@ -15,9 +15,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
-use sut_node::backend::synthetic::SyntheticConfig;
-use sut_node::batcher::BatchPolicy;
-use sut_node::config::FileConfig;
 
 use crate::configs::{node_toml, UserConf};
 use crate::lab::{Fault, Lab, Scheduled};
@@ -63,24 +60,6 @@ pub struct SoakReport {
     /// The faults, when they came.
     pub faults: Vec<(Duration, Fault)>,
     pub trends: Vec<MemoryTrend>,
-}
-
-/// About 1000 samples/s per node, as in the lab tests.
-fn node_config() -> FileConfig {
-    FileConfig {
-        benchmark: Some("resnet50".into()),
-        synthetic: SyntheticConfig {
-            batch_cost_us: 500,
-            sample_cost_us: 1000,
-            output_bytes: 8,
-            ..SyntheticConfig::default()
-        },
-        batching: BatchPolicy {
-            max_batch_size: 32,
-            ..BatchPolicy::default()
-        },
-        ..FileConfig::default()
-    }
 }
 
 /// The fault schedule: every `every` seconds a fault and, a third of the
@@ -167,7 +146,11 @@ fn trend(process: String, points: &[(f64, f64)], warm_up: f64) -> MemoryTrend {
 /// Runs the soak in `dir`.
 pub fn soak(options: &SoakOptions, dir: &Path) -> Result<SoakReport> {
     ensure!(options.nodes >= 2, "the soak needs at least 2 nodes");
-    let config = crate::write_file(dir, "sut-node.toml", &node_toml(&node_config())?)?;
+    let config = crate::write_file(
+        dir,
+        "sut-node.toml",
+        &node_toml(&crate::lab::node_config())?,
+    )?;
     let certs = (options.transport == "quic").then(|| dir.join("certs"));
     if let Some(certs) = &certs {
         sut_node::tls::dev_certificates(certs, false)?;

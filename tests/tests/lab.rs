@@ -10,34 +10,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
 use netdiv_tests::configs::node_toml;
-use netdiv_tests::lab::{self, parse_schedule, Fault, Lab};
+use netdiv_tests::lab::{self, node_config, parse_schedule, Fault, Lab};
 use netdiv_tests::network_run::{check_exactly_once, loadgen_in_netns};
 use netdiv_tests::{test_dir, write_file, UserConf};
 use serde_json::Value;
-use sut_node::backend::synthetic::SyntheticConfig;
-use sut_node::batcher::BatchPolicy;
-use sut_node::config::FileConfig;
 
 /// Each link's rate: a data-centre link, not the bottleneck.
 const LINK_MBIT: u64 = 1000;
-
-/// About 1000 samples/s per node: a run takes long enough for its faults.
-fn node_config() -> FileConfig {
-    FileConfig {
-        benchmark: Some("resnet50".into()),
-        synthetic: SyntheticConfig {
-            batch_cost_us: 500,
-            sample_cost_us: 1000,
-            output_bytes: 8,
-            ..SyntheticConfig::default()
-        },
-        batching: BatchPolicy {
-            max_batch_size: 32,
-            ..BatchPolicy::default()
-        },
-        ..FileConfig::default()
-    }
-}
 
 /// 8 s runs; Server at a tenth of the lab's capacity with a bound that a
 /// stalled node's samples, moved after the 1 s node timeout, stay under.
