@@ -511,12 +511,14 @@ impl Lab {
         Ok(())
     }
 
-    /// Applies `schedule` from `start` on, each fault at its time; returns
-    /// what was applied and when, and the first error.
+    /// Applies `schedule` from `start` on, each fault at its time, and
+    /// calls `after` with the lab and each fault once it is applied;
+    /// returns what was applied and when, or the first error.
     pub fn run_schedule(
         &mut self,
         start: Instant,
         schedule: &[Scheduled],
+        mut after: impl FnMut(&Lab, Fault) -> Result<()>,
     ) -> Result<Vec<(Duration, Fault)>> {
         let mut applied = Vec::new();
         for s in schedule {
@@ -526,6 +528,7 @@ impl Lab {
             self.apply(s.fault)
                 .with_context(|| format!("fault {} at {:?}", s.fault, s.at))?;
             applied.push((start.elapsed(), s.fault));
+            after(self, s.fault)?;
         }
         Ok(applied)
     }

@@ -26,6 +26,20 @@ pub struct Exited {
     pub timed_out: bool,
 }
 
+/// The resident memory of running process `pid` now, in MB (`VmRSS` of
+/// `/proc/PID/status`); `None` once it is gone.
+pub fn rss_mb(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kb / 1024.0)
+}
+
 /// Spawns `command`, waits at most `deadline` for it to exit and kills it
 /// (`SIGKILL`) if it is still running then.
 ///

@@ -19,6 +19,7 @@ use anyhow::{bail, ensure, Context, Result};
 use crate::configs::{node_toml, UserConf};
 use crate::lab::{Fault, Lab, Scheduled};
 use crate::network_run::{check_exactly_once, LoadgenRun};
+use crate::process::rss_mb;
 
 /// What to soak.
 #[derive(Clone, Debug)]
@@ -95,17 +96,12 @@ pub fn schedule(options: &SoakOptions) -> Vec<Scheduled> {
     schedule
 }
 
-/// Resident memory of `pid` in MB, if it runs.
-fn rss_mb(pid: u32) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    Some(kb / 1024.0)
+/// Each lab node's running process, if it runs.
+fn current_pids(lab: &Lab) -> Vec<Option<u32>> {
+    lab.nodes
+        .iter()
+        .map(|n| n.process.as_ref().map(|p| p.child.id()))
+        .collect()
 }
 
 /// Least-squares slope of `(seconds, MB)` points, in MB per minute.
@@ -204,12 +200,7 @@ pub fn soak(options: &SoakOptions, dir: &Path) -> Result<SoakReport> {
     let mut child = command.spawn().context("cannot start loadgen-node")?;
     let loadgen_pid = child.id();
     // Each node's current process, updated as faults restart them.
-    let node_pids: Arc<Mutex<Vec<Option<u32>>>> = Arc::new(Mutex::new(
-        lab.nodes
-            .iter()
-            .map(|n| n.process.as_ref().map(|p| p.child.id()))
-            .collect(),
-    ));
+    let node_pids: Arc<Mutex<Vec<Option<u32>>>> = Arc::new(Mutex::new(current_pids(&lab)));
     let names: Vec<String> = lab.nodes.iter().map(|n| n.name.clone()).collect();
     let stop = AtomicBool::new(false);
     // Per process: (seconds, MB, pid) samples.
@@ -232,23 +223,12 @@ pub fn soak(options: &SoakOptions, dir: &Path) -> Result<SoakReport> {
             }
             samples
         });
-        let mut faults = Vec::new();
-        let mut failure = None;
-        for s in &schedule {
-            if let Some(wait) = s.at.checked_sub(start.elapsed()) {
-                std::thread::sleep(wait);
-            }
-            if let Err(e) = lab.apply(s.fault) {
-                failure = Some(e.context(format!("fault {} at {:?}", s.fault, s.at)));
-                break;
-            }
-            faults.push((start.elapsed(), s.fault));
-            *node_pids.lock().unwrap_or_else(|e| e.into_inner()) = lab
-                .nodes
-                .iter()
-                .map(|n| n.process.as_ref().map(|p| p.child.id()))
-                .collect();
-        }
+        // A fault that cannot be applied ends the schedule; the run is
+        // still waited for, then the error is returned.
+        let faults = lab.run_schedule(start, &schedule, |lab, _| {
+            *node_pids.lock().unwrap_or_else(|e| e.into_inner()) = current_pids(lab);
+            Ok(())
+        });
         let deadline = Duration::from_secs(options.seconds * 2 + 120);
         let status = loop {
             if let Some(status) = child.try_wait()? {
@@ -263,10 +243,7 @@ pub fn soak(options: &SoakOptions, dir: &Path) -> Result<SoakReport> {
         };
         stop.store(true, Ordering::Relaxed);
         let samples = sampler.join().expect("sampler thread");
-        if let Some(e) = failure {
-            return Err(e);
-        }
-        Ok((samples, faults, status))
+        Ok((samples, faults?, status))
     })?;
     let run = LoadgenRun {
         logs,

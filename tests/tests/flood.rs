@@ -42,16 +42,9 @@ const RSS_GROWTH_BOUND_MB: f64 = 200.0;
 const BURST: u64 = 32;
 const TRICKLE: Duration = Duration::from_millis(100);
 
-/// Resident memory of `pid`, in MB.
+/// Resident memory of the node, in MB.
 fn rss_mb(pid: u32) -> Result<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kb: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .context("no VmRSS")?;
-    Ok(kb / 1024.0)
+    netdiv_tests::process::rss_mb(pid).context("the node is gone")
 }
 
 /// Random bytes from a small xorshift (no need for more).

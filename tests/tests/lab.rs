@@ -103,19 +103,12 @@ fn fault_run(
     let (run, faults) = std::thread::scope(|scope| {
         let runner =
             scope.spawn(|| loadgen_in_netns(&loadgen_netns, &dir, &flags, Duration::from_secs(90)));
-        let faults = (|| -> Result<()> {
-            for s in &schedule {
-                if let Some(wait) = s.at.checked_sub(start.elapsed()) {
-                    std::thread::sleep(wait);
-                }
-                lab.apply(s.fault)
-                    .with_context(|| format!("fault {} at {:?}", s.fault, s.at))?;
-                if let Fault::Restart(n) | Fault::Cont(n) | Fault::LinkUp(n) = s.fault {
-                    restored.push((n, lab.nodes[n].completed()?));
-                }
+        let faults = lab.run_schedule(start, &schedule, |lab, fault| {
+            if let Fault::Restart(n) | Fault::Cont(n) | Fault::LinkUp(n) = fault {
+                restored.push((n, lab.nodes[n].completed()?));
             }
             Ok(())
-        })();
+        });
         (runner.join().expect("loadgen thread"), faults)
     });
     faults?;
