@@ -42,6 +42,10 @@ const RSS_GROWTH_BOUND_MB: f64 = 200.0;
 const BURST: u64 = 32;
 const TRICKLE: Duration = Duration::from_millis(100);
 
+/// Longest wait for one of the flood's connections: past it, the attempt
+/// is given up, so the flood stops when the run does.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// Resident memory of the node, in MB.
 fn rss_mb(pid: u32) -> Result<f64> {
     netdiv_tests::process::rss_mb(pid).context("the node is gone")
@@ -76,7 +80,11 @@ async fn tcp_flood(node: &NodeProcess, stop: &AtomicBool, done: &Flooded) {
     let mut held = Vec::new();
     let mut seed = 7u64;
     while !stop.load(Ordering::Relaxed) && held.len() < 200 {
-        let Ok(mut socket) = tokio::net::TcpStream::connect(addr).await else {
+        // A full accept backlog drops SYNs: a connect may otherwise wait
+        // out TCP's retries, long after the flood should have stopped.
+        let Ok(Ok(mut socket)) =
+            tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(addr)).await
+        else {
             tokio::time::sleep(Duration::from_millis(5)).await;
             continue;
         };
@@ -120,7 +128,12 @@ async fn quic_flood(node: &NodeProcess, stop: &AtomicBool, done: &Flooded) -> Re
     let mut writers = Vec::new();
     let mut connections = Vec::new();
     for _ in 0..4 {
-        let Ok(conn) = quic_connect(node, ClientCert::None, netdiv_proto::ALPN).await else {
+        let Ok(Ok(conn)) = tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            quic_connect(node, ClientCert::None, netdiv_proto::ALPN),
+        )
+        .await
+        else {
             continue;
         };
         for s in 0..MAX_STREAMS * 2 {
@@ -152,7 +165,12 @@ async fn quic_flood(node: &NodeProcess, stop: &AtomicBool, done: &Flooded) -> Re
     }
     // Oversized and malformed frames, each on a stream of its own.
     let mut seed = 13u64;
-    if let Ok(conn) = quic_connect(node, ClientCert::None, netdiv_proto::ALPN).await {
+    if let Ok(Ok(conn)) = tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        quic_connect(node, ClientCert::None, netdiv_proto::ALPN),
+    )
+    .await
+    {
         while !stop.load(Ordering::Relaxed) {
             let mut oversized = u32::MAX.to_be_bytes().to_vec();
             oversized.extend(noise(&mut seed, 64));
@@ -185,7 +203,9 @@ async fn quic_flood(node: &NodeProcess, stop: &AtomicBool, done: &Flooded) -> Re
 async fn grpc_flood(node: &NodeProcess, stop: &AtomicBool, done: &Flooded) -> Result<()> {
     let mut held = Vec::new();
     for s in 0..4u8 {
-        let Ok(mut client) = grpc_client(node, ClientCert::None).await else {
+        let Ok(Ok(mut client)) =
+            tokio::time::timeout(CONNECT_TIMEOUT, grpc_client(node, ClientCert::None)).await
+        else {
             continue;
         };
         let sample = vec![s; 150_528];
