@@ -128,6 +128,41 @@ pub fn quic_server_config(max_streams: u32) -> Arc<quinn::TransportConfig> {
     Arc::new(t)
 }
 
+/// Receive and send buffer asked for on every QUIC socket. With the
+/// kernel's default (208 KiB on the machines measured), a node's socket
+/// dropped datagrams under a small-query Server load on loopback (UDP
+/// `RcvbufErrors`, hundreds per 5 s run), and each drop cost QUIC a loss
+/// recovery and a cut of its congestion window. The kernel caps the
+/// request at `net.core.rmem_max` / `wmem_max` (docs/deploy.md).
+pub const QUIC_SOCKET_BUFFER_BYTES: usize = 8 << 20;
+
+/// A QUIC endpoint on a UDP socket bound to `addr` with
+/// [`QUIC_SOCKET_BUFFER_BYTES`] buffers (or as large as the kernel
+/// allows): a server when `server` is given, else a client.
+pub fn quic_endpoint(
+    addr: std::net::SocketAddr,
+    server: Option<quinn::ServerConfig>,
+) -> std::io::Result<quinn::Endpoint> {
+    let runtime = quinn::default_runtime()
+        .ok_or_else(|| std::io::Error::other("QUIC needs a tokio runtime"))?;
+    quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        server,
+        quic_socket(addr)?,
+        runtime,
+    )
+}
+
+/// A UDP socket bound to `addr` with [`QUIC_SOCKET_BUFFER_BYTES`] buffers.
+fn quic_socket(addr: std::net::SocketAddr) -> std::io::Result<std::net::UdpSocket> {
+    let socket = std::net::UdpSocket::bind(addr)?;
+    let state = quinn::udp::UdpSocketState::new((&socket).into())?;
+    // A request above the kernel's maximum is capped, not refused.
+    state.set_recv_buffer_size((&socket).into(), QUIC_SOCKET_BUFFER_BYTES)?;
+    state.set_send_buffer_size((&socket).into(), QUIC_SOCKET_BUFFER_BYTES)?;
+    Ok(socket)
+}
+
 /// How long a node keeps a QUIC connection that shows no life (the QDL's
 /// keep-alives come every [`QUIC_KEEP_ALIVE_INTERVAL`]).
 pub const QUIC_SERVER_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -189,6 +224,24 @@ mod tests {
         assert_eq!(message_limit(&resnet), MAX_MESSAGE_BYTES);
         assert_eq!(default_max_sample_bytes(&resnet), DEFAULT_MAX_SAMPLE_BYTES);
         assert_eq!(default_window_bytes(&resnet), DEFAULT_WINDOW_BYTES);
+    }
+
+    /// A QUIC socket's receive buffer is as large as asked, or as the
+    /// kernel allows (which then grants twice its maximum).
+    #[test]
+    fn quic_sockets_get_large_buffers() {
+        let socket = quic_socket("127.0.0.1:0".parse().unwrap()).expect("bind");
+        let state = quinn::udp::UdpSocketState::new((&socket).into()).unwrap();
+        let granted = state.recv_buffer_size((&socket).into()).unwrap();
+        let max: usize = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+            .expect("rmem_max")
+            .trim()
+            .parse()
+            .expect("a number");
+        assert!(
+            granted >= QUIC_SOCKET_BUFFER_BYTES.min(2 * max),
+            "granted {granted} bytes, rmem_max {max}"
+        );
     }
 
     /// The systemd unit must give a stopping node its whole drain and

@@ -117,7 +117,8 @@ impl QuicLink {
         } else {
             (Ipv4Addr::UNSPECIFIED, 0).into()
         };
-        let mut endpoint = quinn::Endpoint::client(local).map_err(LinkError::Socket)?;
+        let mut endpoint =
+            netdiv_proto::transport::quic_endpoint(local, None).map_err(LinkError::Socket)?;
         endpoint.set_default_client_config(config);
         let server_name = tls
             .server_name

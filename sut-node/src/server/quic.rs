@@ -16,7 +16,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use netdiv_proto::framing::{self, FrameDecoder, FrameError};
 use netdiv_proto::pb::{self, quic_request, quic_response};
-use netdiv_proto::transport::{message_limit, QUIC_CLOSE_WAIT, QUIC_DELIVERY_GRACE};
+use netdiv_proto::transport::{message_limit, quic_endpoint, QUIC_CLOSE_WAIT, QUIC_DELIVERY_GRACE};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
@@ -60,8 +60,8 @@ pub fn start(
     server_config.transport_config(netdiv_proto::transport::quic_server_config(
         limits.max_streams_per_connection,
     ));
-    let endpoint = quinn::Endpoint::server(server_config.clone(), preferred)
-        .or_else(|_| quinn::Endpoint::server(server_config, listen))
+    let endpoint = quic_endpoint(preferred, Some(server_config.clone()))
+        .or_else(|_| quic_endpoint(listen, Some(server_config)))
         .with_context(|| format!("cannot listen on udp {listen}"))?;
     let addr = endpoint.local_addr()?;
     Ok((addr, tokio::spawn(serve(endpoint, node, closing))))
