@@ -151,6 +151,12 @@ pub struct Cli {
     /// With --dev-tls: require the generated client certificate (mTLS).
     #[arg(long, requires = "dev_tls")]
     pub require_client_cert: bool,
+    /// While the node runs, ask the kernel that no CPU of this machine take
+    /// more than US µs to wake (its CPU latency QoS, /dev/cpu_dma_latency;
+    /// root). 0 keeps idle CPUs polling instead of halting: lower, steadier
+    /// per-query latency for more power. Off unless given.
+    #[arg(long, value_name = "US")]
+    pub cpu_latency_us: Option<u32>,
 }
 
 /// The config file. It serializes back to TOML, so tools and tests build

@@ -7,7 +7,8 @@
 //!
 //! It owns transports' servers ([`server`]), the node core ([`node`]),
 //! batching ([`batcher`]), backends ([`backend`]), TLS ([`tls`]), what
-//! the node reports about itself ([`nic`]), readiness for systemd
+//! the node reports about itself ([`nic`]), a CPU wake-up latency request
+//! for the host ([`cpu_latency`]), readiness for systemd
 //! ([`notify`]) and for scripts ([`ready`]), and Prometheus metrics
 //! ([`metrics`]). It knows nothing of LoadGen
 //! internals: samples arrive as response ids and bytes.
@@ -19,6 +20,7 @@
 pub mod backend;
 pub mod batcher;
 pub mod config;
+pub mod cpu_latency;
 pub mod limits;
 pub mod metrics;
 pub mod nic;

@@ -99,6 +99,7 @@ async fn run(cli: Cli) -> Result<()> {
     let mut stop = StopSignals::install()?;
     let config = NodeConfig::from_cli(cli)?;
     let tls = tls_files(&config.cli)?;
+    let _cpu_latency = sut_node::cpu_latency::hold_requested(config.cli.cpu_latency_us)?;
     let settings = NodeSettings {
         name: config.cli.name.clone(),
         benchmark: config.benchmark,

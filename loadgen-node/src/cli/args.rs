@@ -305,6 +305,13 @@ pub struct RunArgs {
     /// scraper's next visit sees them.
     #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
     pub metrics_linger: f64,
+    /// While the run lasts, ask the kernel that no CPU of this machine take
+    /// more than US µs to wake (its CPU latency QoS, /dev/cpu_dma_latency;
+    /// root); the run record keeps it. 0 keeps idle CPUs polling instead
+    /// of halting: lower, steadier per-query latency for more power. A
+    /// sut-node asks for its own machine with the same flag.
+    #[arg(long, value_name = "US")]
+    pub cpu_latency_us: Option<u32>,
     #[command(flatten)]
     pub data: DataArgs,
     #[command(flatten)]
@@ -406,9 +413,11 @@ pub struct NetworkArgs {
     /// seconds; the wait starts at 0.1 s and doubles.
     #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
     pub rejoin_max_backoff: f64,
-    /// Threads for network I/O.
-    #[arg(long, value_name = "N", default_value_t = 2)]
-    pub io_threads: usize,
+    /// Threads for network I/O [default: 1 for SingleStream and
+    /// MultiStream, whose one query in flight gains nothing from a second
+    /// thread and loses a hand-off between them to each answer; else 2].
+    #[arg(long, value_name = "N")]
+    pub io_threads: Option<usize>,
     /// The sut-node program the embedded default starts [default:
     /// $NETDIV_SUT_NODE, else sut-node next to this program, else on PATH].
     #[arg(long, value_name = "FILE")]

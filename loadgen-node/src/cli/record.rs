@@ -155,6 +155,7 @@ pub fn write(
         "loadgen": format!("{:?}", args.loadgen).to_lowercase(),
         "loadgen_release": setup::round(args).release().version,
         "submission_mode": args.submission_mode,
+        "cpu_latency_us": args.cpu_latency_us,
         "benchmark": benchmark.to_string(),
         "scenario": scenario,
         "samples": {

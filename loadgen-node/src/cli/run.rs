@@ -26,6 +26,7 @@ pub fn command(args: &RunArgs) -> Result<()> {
     if args.submission_mode {
         submission_mode::check_flags(args)?;
     }
+    let _cpu_latency = sut_node::cpu_latency::hold_requested(args.cpu_latency_us)?;
     if args.sut.is_none() && args.network.sut_node.is_empty() {
         return embedded::run_default(args);
     }
@@ -136,6 +137,7 @@ pub fn run_network(
     let settings = setup::settings(args, scenario, embedded_conf)?;
     let mut config = setup::qdl_config(&args.network, nodes, qsl.store.benchmark())?;
     config.no_failover = args.submission_mode;
+    config.io_threads = setup::io_threads(&args.network, scenario);
     // With --expand-dns, one node per address.
     let nodes = config.nodes.clone();
     let network = qdl::NetworkSut::connect(config, qsl.store.clone())?;

@@ -203,6 +203,23 @@ pub fn qsl(args: &RunArgs) -> Result<StoreQsl> {
     })
 }
 
+/// The QDL's I/O threads when `--io-threads` is not given, for Server and
+/// Offline (and calls outside a run): the links' reading and writing
+/// spread over two threads.
+const THROUGHPUT_IO_THREADS: usize = 2;
+
+/// The QDL's I/O threads for `scenario`: `--io-threads`, else one for
+/// SingleStream and MultiStream. With one query in flight, a second thread
+/// only adds a wake-up between the two to each answer (measured on a
+/// 2-CPU VM: SingleStream p99 about 40 µs lower with one thread, on both
+/// transports; docs/benchmarks.md, "Wire speed").
+pub fn io_threads(n: &NetworkArgs, scenario: Scenario) -> usize {
+    n.io_threads.unwrap_or(match scenario {
+        Scenario::SingleStream | Scenario::MultiStream => 1,
+        Scenario::Server | Scenario::Offline => THROUGHPUT_IO_THREADS,
+    })
+}
+
 /// The QDL's configuration from the network flags.
 /// Message and window limits follow `benchmark`'s largest sample.
 pub fn qdl_config(
@@ -242,7 +259,7 @@ pub fn qdl_config(
     } else {
         nodes
     };
-    if n.window == 0 || n.max_piece_samples == 0 || n.io_threads == 0 {
+    if n.window == 0 || n.max_piece_samples == 0 || n.io_threads == Some(0) {
         bail!("--window, --max-piece-samples and --io-threads must be at least 1");
     }
     let mut config = qdl::QdlConfig::new(nodes);
@@ -252,7 +269,7 @@ pub fn qdl_config(
     config.max_piece_samples = n.max_piece_samples;
     config.max_message_bytes = transport::message_limit(benchmark);
     config.window.bytes = transport::default_window_bytes(benchmark);
-    config.io_threads = n.io_threads;
+    config.io_threads = n.io_threads.unwrap_or(THROUGHPUT_IO_THREADS);
     if !(n.node_timeout >= 0.0 && n.node_timeout.is_finite()) {
         bail!(
             "--node-timeout {} is not a number of seconds",
