@@ -1,5 +1,6 @@
 //! What the benchmark binaries (`src/bin/*`) share: the machine line of
-//! their reports, the median of repeated runs, and how they end.
+//! their reports, the median of repeated runs, the search for the highest
+//! VALID Server target ([`QpsSearch`]), and how they end.
 
 use anyhow::Result;
 
@@ -55,9 +56,118 @@ pub fn finish_benchmark(name: &str, report: Result<String>) -> std::process::Exi
     }
 }
 
+/// The search for the highest VALID Server target QPS, one probe at a
+/// time (so a caller can interleave searches, e.g. one per transport):
+/// doubling from the start while VALID (halving while INVALID), then
+/// bisecting between the highest VALID and the lowest INVALID probe until
+/// they are within `resolution` of each other, or `max_probes` are spent.
+#[derive(Clone, Debug)]
+pub struct QpsSearch {
+    /// Highest VALID probe so far.
+    pub valid: Option<u64>,
+    /// Lowest INVALID probe so far.
+    pub invalid: Option<u64>,
+    next: Option<u64>,
+    probes: usize,
+    resolution: f64,
+    max_probes: usize,
+}
+
+/// Below this a search gives up: the SUT is not VALID at any rate worth
+/// probing.
+const QPS_SEARCH_FLOOR: u64 = 100;
+
+impl QpsSearch {
+    /// A search that starts at `start` QPS.
+    pub fn new(start: u64, resolution: f64, max_probes: usize) -> QpsSearch {
+        QpsSearch {
+            valid: None,
+            invalid: None,
+            next: (start > 0 && max_probes > 0).then_some(start),
+            probes: 0,
+            resolution,
+            max_probes,
+        }
+    }
+
+    /// The next target to probe; `None` once the search is done.
+    pub fn next(&self) -> Option<u64> {
+        self.next
+    }
+
+    /// Probes made so far.
+    pub fn probes(&self) -> usize {
+        self.probes
+    }
+
+    /// Records whether `qps` was VALID and picks the next probe.
+    pub fn record(&mut self, qps: u64, valid: bool) {
+        self.probes += 1;
+        if valid {
+            self.valid = Some(self.valid.map_or(qps, |v| v.max(qps)));
+        } else {
+            self.invalid = Some(self.invalid.map_or(qps, |i| i.min(qps)));
+        }
+        self.next = match (self.valid, self.invalid) {
+            _ if self.probes >= self.max_probes => None,
+            (Some(low), None) => Some(low.saturating_mul(2)),
+            (None, Some(high)) => Some(high / 2).filter(|&q| q >= QPS_SEARCH_FLOOR),
+            (Some(low), Some(high)) => {
+                let mid = low + (high - low) / 2;
+                let close = (high - low) as f64 <= self.resolution * low as f64;
+                (!close && mid > low).then_some(mid)
+            }
+            (None, None) => unreachable!("a probe was recorded"),
+        };
+    }
+
+    /// Stops the search (e.g. the next probe would not fit in memory).
+    pub fn stop(&mut self) {
+        self.next = None;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Runs a search against a SUT that is VALID up to `capacity`.
+    fn search(start: u64, capacity: u64) -> (QpsSearch, Vec<u64>) {
+        let mut s = QpsSearch::new(start, 0.05, 30);
+        let mut probed = Vec::new();
+        while let Some(qps) = s.next() {
+            probed.push(qps);
+            s.record(qps, qps <= capacity);
+        }
+        (s, probed)
+    }
+
+    #[test]
+    fn doubles_then_bisects_to_the_resolution() {
+        let (s, probed) = search(100_000, 530_000);
+        assert_eq!(&probed[..4], &[100_000, 200_000, 400_000, 800_000]);
+        let (low, high) = (s.valid.unwrap(), s.invalid.unwrap());
+        assert!(low <= 530_000 && high > 530_000, "{low} {high}");
+        assert!((high - low) as f64 <= 0.05 * low as f64, "{low} {high}");
+    }
+
+    #[test]
+    fn halves_when_the_start_is_too_high_and_gives_up_at_the_floor() {
+        let (s, probed) = search(100_000, 30_000);
+        assert_eq!(&probed[..3], &[100_000, 50_000, 25_000]);
+        assert!(s.valid.unwrap() <= 30_000 && s.invalid.unwrap() > 30_000);
+        let (s, _) = search(100_000, 0);
+        assert_eq!((s.valid, s.next()), (None, None));
+    }
+
+    #[test]
+    fn stops_after_max_probes() {
+        let mut s = QpsSearch::new(1000, 0.0, 2);
+        s.record(1000, true);
+        assert_eq!(s.next(), Some(2000));
+        s.record(2000, true);
+        assert_eq!((s.next(), s.probes()), (None, 2));
+    }
 
     #[test]
     fn median_of_three_and_four() {

@@ -5,9 +5,10 @@
 //! zero cost, 4-byte samples (`--benchmark null`), all on loopback, and
 //! `loadgen-node` as a real process for every run:
 //!
-//! * Server: the probes are run in ascending order for each transport,
-//!   interleaved, until a probe is INVALID `--server-attempts` times in a
-//!   row; the highest VALID probe counts.
+//! * Server: the highest VALID target QPS of each transport, searched
+//!   side by side (one probe of each in turn): doubling from
+//!   `--server-start`, then bisecting to `--server-resolution`; a probe
+//!   counts as INVALID after `--server-attempts` INVALID runs.
 //! * Offline: samples/s (median of `--repeat` runs).
 //! * SingleStream through the QDL to one node: p50, p99 and mean latency
 //!   against `--sut null`, 10,000 queries per `--seconds` (median of
@@ -19,6 +20,10 @@
 //!   the whole path through the QDL. The parts overlap and wait for one
 //!   another differently (the LoadGen's issuing thread polls, a bare
 //!   client sleeps in epoll), so they are not subtracted.
+//! * When this process may write `/dev/cpu_dma_latency` (root), the whole
+//!   path again with `loadgen-node run --cpu-latency-us 0`: idle CPUs poll
+//!   instead of halting while it runs, which shows what the wake-ups of
+//!   sleeping CPUs cost.
 //!
 //! Usage: `cargo run --release -p netdiv-tests --bin wire-bench`.
 
@@ -29,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use netdiv_proto::pb::{self, quic_request};
-use netdiv_tests::bench::{finish_benchmark, machine_description, median};
+use netdiv_tests::bench::{finish_benchmark, machine_description, median, QpsSearch};
 use netdiv_tests::configs::{zero_cost_node, UserConf};
 use netdiv_tests::mlperf_logs::summary_value;
 use netdiv_tests::network_run::{loadgen, BenchClusters, LoadgenRun, Setup};
@@ -46,13 +51,16 @@ struct Cli {
     /// min_duration of every run, in seconds.
     #[arg(long, default_value_t = 5)]
     seconds: u64,
-    /// Server target_qps probes, ascending.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "100000,200000,400000,600000,800000,1000000,1200000"
-    )]
-    server_qps: Vec<u64>,
+    /// The first Server target_qps of each search.
+    #[arg(long, default_value_t = 100_000)]
+    server_start: u64,
+    /// Bisect until the highest VALID and the lowest INVALID probe are
+    /// this fraction apart.
+    #[arg(long, default_value_t = 0.05)]
+    server_resolution: f64,
+    /// Most probes per transport.
+    #[arg(long, default_value_t = 10)]
+    server_max_probes: usize,
     /// Runs of a Server probe before it counts as INVALID: one hiccup of a
     /// shared machine should not end a transport's climb.
     #[arg(long, default_value_t = 2)]
@@ -111,6 +119,9 @@ enum Target {
     InProcess,
     /// Through the QDL.
     Network(Setup),
+    /// Through the QDL, with `--cpu-latency-us 0` held by the LoadGen
+    /// node for the machine (every process of the bench).
+    NetworkPolling(Setup),
 }
 
 impl Target {
@@ -119,6 +130,8 @@ impl Target {
             Target::Null => "null SUT",
             Target::InProcess => "synthetic in-process",
             Target::Network(setup) => setup.name(),
+            Target::NetworkPolling(Setup::Grpc) => "gRPC with --cpu-latency-us 0",
+            Target::NetworkPolling(_) => "QUIC with --cpu-latency-us 0",
         }
     }
 }
@@ -166,7 +179,7 @@ impl Bench<'_> {
                 ]
                 .map(String::from),
             ),
-            Target::Network(setup) => {
+            Target::Network(setup) | Target::NetworkPolling(setup) => {
                 let flags = self.clusters.flags(setup).context("a network setup")?;
                 args.extend(if one_node {
                     only_first_node(flags)
@@ -174,6 +187,9 @@ impl Bench<'_> {
                     flags
                 });
             }
+        }
+        if let Target::NetworkPolling(_) = target {
+            args.extend(["--cpu-latency-us".into(), "0".into()]);
         }
         let deadline = Duration::from_secs(self.cli.seconds * 6 + 60);
         let run = loadgen(&run_dir, &args, deadline)?;
@@ -213,16 +229,26 @@ fn main() -> ExitCode {
         cli.seconds = 1;
         cli.repeat = 1;
         cli.pings = 2000;
-        cli.server_qps.truncate(2);
+        cli.server_max_probes = 2;
         cli.server_attempts = 1;
     }
     finish_benchmark("wire-bench", bench(&cli))
 }
 
 fn bench(cli: &Cli) -> Result<String> {
-    if cli.repeat == 0 || cli.server_attempts == 0 || cli.server_qps.is_empty() || cli.seconds == 0
+    if cli.repeat == 0
+        || cli.server_attempts == 0
+        || cli.server_max_probes == 0
+        || cli.seconds == 0
+        || cli.server_start == 0
     {
-        bail!("--repeat, --server-attempts, --seconds and --server-qps need at least one");
+        bail!("--repeat, --server-attempts, --server-max-probes, --server-start and --seconds need at least one");
+    }
+    if !(cli.server_resolution > 0.0 && cli.server_resolution < 1.0) {
+        bail!(
+            "--server-resolution {} is not a fraction between 0 and 1",
+            cli.server_resolution
+        );
     }
     loadgen_node_bin()?;
     let dir = test_dir("wire-bench")?;
@@ -235,17 +261,26 @@ fn bench(cli: &Cli) -> Result<String> {
     let network = [Setup::Grpc, Setup::Quic];
     let ms = cli.seconds * 1000;
 
-    // Server: ascending probes until one is INVALID, per transport.
+    // Server: one search per transport, a probe of each in turn.
     let mut highest: [Option<(u64, Outcome)>; 2] = [None, None];
-    let mut stopped = [false; 2];
+    let mut searches = [0, 1].map(|_| {
+        QpsSearch::new(
+            cli.server_start,
+            cli.server_resolution,
+            cli.server_max_probes,
+        )
+    });
     let mut server_rows = String::new();
-    for &qps in &cli.server_qps {
+    for step in 1.. {
+        if searches.iter().all(|s| s.next().is_none()) {
+            break;
+        }
         let mut cells = Vec::new();
         for (i, setup) in network.iter().enumerate() {
-            if stopped[i] {
+            let Some(qps) = searches[i].next() else {
                 cells.push("—".to_string());
                 continue;
-            }
+            };
             eprintln!("wire-bench: Server {qps} QPS over {}", setup.name());
             let conf = UserConf::new()
                 .set("*.Server.target_qps", qps)
@@ -261,21 +296,17 @@ fn bench(cli: &Cli) -> Result<String> {
                 o = bench.run(Target::Network(*setup), "Server", conf.clone(), false)?;
             }
             cells.push(format!(
-                "{} ({:.0}/s, p99 {:.1} ms)",
+                "{qps}: {} ({:.0}/s, p99 {:.1} ms)",
                 if o.valid { "VALID" } else { "INVALID" },
                 o.samples_per_s,
                 o.p99_us / 1e3
             ));
-            if o.valid {
+            searches[i].record(qps, o.valid);
+            if o.valid && highest[i].is_none_or(|(best, _)| qps > best) {
                 highest[i] = Some((qps, o));
-            } else {
-                stopped[i] = true;
             }
         }
-        writeln!(server_rows, "| {qps} | {} | {} |", cells[0], cells[1])?;
-        if stopped.iter().all(|s| *s) {
-            break;
-        }
+        writeln!(server_rows, "| {step} | {} | {} |", cells[0], cells[1])?;
     }
 
     // Offline and SingleStream, interleaved repeats.
@@ -289,12 +320,20 @@ fn bench(cli: &Cli) -> Result<String> {
         .set("*.SingleStream.target_latency", 1)
         .set("*.SingleStream.min_duration", 0)
         .set("*.SingleStream.min_query_count", cli.seconds * 10_000);
-    let single_targets = [
+    let mut single_targets = vec![
         Target::Null,
         Target::InProcess,
         Target::Network(Setup::Grpc),
         Target::Network(Setup::Quic),
     ];
+    // The same paths with idle CPUs polling, where this process may ask.
+    let polling = sut_node::cpu_latency::CpuLatencyRequest::hold(0).map(drop);
+    if polling.is_ok() {
+        single_targets.extend([
+            Target::NetworkPolling(Setup::Grpc),
+            Target::NetworkPolling(Setup::Quic),
+        ]);
+    }
     let mut offline: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     let mut single: Vec<Vec<Outcome>> = vec![Vec::new(); single_targets.len()];
     for round in 0..cli.repeat {
@@ -345,9 +384,10 @@ fn bench(cli: &Cli) -> Result<String> {
         out,
         "Two sut-nodes per transport (one for SingleStream), synthetic backend at zero cost, \
          4-byte samples (`--benchmark null`), loopback; Server probes {} s each with a {} ms \
-         bound; Offline {} s runs, SingleStream {} queries; median of {} runs.",
+         bound, searched to {} %; Offline {} s runs, SingleStream {} queries; median of {} runs.",
         cli.seconds,
         cli.server_latency_ms,
+        cli.server_resolution * 100.0,
         cli.seconds,
         cli.seconds * 10_000,
         cli.repeat
@@ -355,6 +395,11 @@ fn bench(cli: &Cli) -> Result<String> {
     writeln!(out, "{}", machine_description())?;
     writeln!(out)?;
     let best_qps = |i: usize| highest[i].map_or(0, |(qps, _)| qps);
+    let lowest_invalid = |i: usize| {
+        searches[i]
+            .invalid
+            .map_or("none".to_string(), |q| q.to_string())
+    };
     let best = |i: usize| highest[i].map_or(0.0, |(_, o)| o.samples_per_s);
     let (grpc_qps, quic_qps) = (best_qps(0), best_qps(1));
     let ss = &single_med;
@@ -366,6 +411,12 @@ fn bench(cli: &Cli) -> Result<String> {
         best(0),
         best(1),
         ratio(quic_qps as f64, grpc_qps as f64)
+    )?;
+    writeln!(
+        out,
+        "| lowest INVALID Server QPS probed | {} | {} | |",
+        lowest_invalid(0),
+        lowest_invalid(1)
     )?;
     let (og, oq) = (median(&offline[0]), median(&offline[1]));
     writeln!(
@@ -384,10 +435,26 @@ fn bench(cli: &Cli) -> Result<String> {
             ss[3][k] - ss[0][k]
         )?;
     }
+    if let [_, _, _, _, grpc, quic] = &ss[..] {
+        for (label, k) in [("p50", 0), ("p99", 1)] {
+            writeln!(
+                out,
+                "| SingleStream {label} (µs) with `--cpu-latency-us 0`, above the null SUT | {:.1} (+{:.1}) | {:.1} (+{:.1}) | |",
+                grpc[k],
+                grpc[k] - ss[0][k],
+                quic[k],
+                quic[k] - ss[0][k]
+            )?;
+        }
+    }
+    if let Err(e) = &polling {
+        writeln!(out)?;
+        writeln!(out, "Not measured with `--cpu-latency-us 0`: {e}.")?;
+    }
     writeln!(out)?;
     writeln!(out, "Server probes:")?;
     writeln!(out)?;
-    writeln!(out, "| target QPS | gRPC | QUIC |")?;
+    writeln!(out, "| probe | gRPC | QUIC |")?;
     writeln!(out, "|---|---|---|")?;
     out.push_str(&server_rows);
     writeln!(out)?;
@@ -418,6 +485,13 @@ fn bench(cli: &Cli) -> Result<String> {
         "| the whole path: LoadGen, QDL, link, node, batcher, device and back | {:.1} / {:.1} | {:.1} / {:.1} |",
         ss[2][0], ss[2][1], ss[3][0], ss[3][1]
     )?;
+    if let [_, _, _, _, grpc, quic] = &ss[..] {
+        writeln!(
+            out,
+            "| the whole path, idle CPUs polling (`--cpu-latency-us 0`) | {:.1} / {:.1} | {:.1} / {:.1} |",
+            grpc[0], grpc[1], quic[0], quic[1]
+        )?;
+    }
     Ok(out)
 }
 
