@@ -11,15 +11,4 @@
 #   sudo deploy/lab/fault-lab.sh --seconds 60 --every 10 --transport quic
 #   sudo deploy/lab/fault-lab.sh --seconds 20 --faults 5:kill:1,8:restart:1
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-if [ "$(id -u)" != 0 ]; then
-  echo "fault-lab.sh: needs root (network namespaces and tc)" >&2
-  exit 1
-fi
-for tool in ip tc; do
-  command -v "$tool" >/dev/null || { echo "fault-lab.sh: $tool is not installed" >&2; exit 1; }
-done
-cargo build --release -q -p sut-node -p loadgen-node -p netdiv-tests --bin fault-lab
-export NETDIV_SUT_NODE="$PWD/target/release/sut-node"
-export NETDIV_LOADGEN_NODE="$PWD/target/release/loadgen-node"
-exec target/release/fault-lab "$@"
+exec "$(dirname "$0")/run-as-root.sh" fault-lab "$@"
