@@ -205,7 +205,7 @@ pub async fn quic_connect(
     let config = quinn::ClientConfig::new(Arc::new(
         quinn::crypto::rustls::QuicClientConfig::try_from(crypto)?,
     ));
-    let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse()?)?;
+    let mut endpoint = netdiv_proto::transport::quic_endpoint("127.0.0.1:0".parse()?, None)?;
     endpoint.set_default_client_config(config);
     Ok(endpoint.connect(addr, "localhost")?.await?)
 }
