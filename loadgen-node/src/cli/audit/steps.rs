@@ -412,10 +412,12 @@ pub fn test04(ctx: &Context) -> Step {
             .context("cannot run the official TEST04 verification")?;
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         std::fs::write(compliance.join("verification.log"), &text)?;
-        for line in text
-            .lines()
-            .filter(|l| l.contains("TEST") || l.contains("ratio") || l.contains("check pass"))
-        {
+        for line in text.lines().filter(|l| {
+            l.contains("TEST")
+                || l.contains("score")
+                || l.contains("ratio")
+                || l.contains("check pass")
+        }) {
             step.lines
                 .push(format!("official verification: {}", line.trim()));
         }
