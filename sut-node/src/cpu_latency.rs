@@ -16,9 +16,20 @@
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
 
 /// The kernel's device for CPU latency requests.
 pub const DEVICE: &str = "/dev/cpu_dma_latency";
+
+/// The bound this process holds now, in µs, or -1: what a node's `Info`
+/// reports, so the run record shows every machine's setting.
+static HELD_MICROS: AtomicI64 = AtomicI64::new(-1);
+
+/// The bound this process holds for its machine, in µs (`None` when it
+/// holds none).
+pub fn held_micros() -> Option<u32> {
+    u32::try_from(HELD_MICROS.load(Ordering::Relaxed)).ok()
+}
 
 /// A held request; dropping it withdraws the request.
 #[derive(Debug)]
@@ -91,6 +102,7 @@ impl CpuLatencyRequest {
                 path: path.to_owned(),
                 source,
             })?;
+        HELD_MICROS.store(i64::from(micros), Ordering::Relaxed);
         Ok(CpuLatencyRequest {
             _file: file,
             micros,
@@ -100,6 +112,12 @@ impl CpuLatencyRequest {
     /// The bound this request asked for, in µs.
     pub fn micros(&self) -> u32 {
         self.micros
+    }
+}
+
+impl Drop for CpuLatencyRequest {
+    fn drop(&mut self) {
+        HELD_MICROS.store(-1, Ordering::Relaxed);
     }
 }
 
@@ -155,5 +173,8 @@ mod tests {
         let request = CpuLatencyRequest::hold(0).expect("root may request");
         assert_eq!(request.micros(), 0);
         assert_eq!(effective_micros().expect("readable"), 0);
+        assert_eq!(held_micros(), Some(0));
+        drop(request);
+        assert_eq!(held_micros(), None);
     }
 }

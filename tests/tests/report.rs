@@ -172,6 +172,13 @@ fn a_server_run_over_two_nodes_has_a_report_that_renders_in_chromium() -> Result
     ensure!(completed > 0, "no sample in the trace");
     let mut timed = 0;
     for node in record["nodes"].as_array().context("nodes")? {
+        // The nodes hold no CPU latency bound, and the record says so.
+        ensure!(
+            node.get("cpu_latency_us") == Some(&serde_json::Value::Null),
+            "node {}: cpu_latency_us {:?}",
+            node["name"],
+            node.get("cpu_latency_us")
+        );
         let latency = &node["traffic"]["latency"];
         let count = latency["count"].as_u64().context("latency.count")?;
         ensure!(

@@ -90,6 +90,7 @@ async fn grpc_round_trip_name_info_health_and_infer() {
         ),
         ("grpc-a", "synthetic", 2)
     );
+    assert_eq!(info.cpu_latency_us, None, "no --cpu-latency-us was given");
 
     let mut health = tonic_health::pb::health_client::HealthClient::new(
         tonic::transport::Channel::from_shared(format!("http://{}", node.grpc.unwrap()))
@@ -116,6 +117,37 @@ async fn grpc_round_trip_name_info_health_and_infer() {
         .collect();
     let got = grpc_infer(&node, ClientCert::None, queries).await.unwrap();
     assert_outputs(&got, &data, 100);
+}
+
+/// A node started with `--cpu-latency-us 0` says so in Info (where this
+/// machine lets a process hold the request: root, as in CI); elsewhere it
+/// refuses to start, naming the flag and the device.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn info_reports_the_cpu_latency_bound_the_node_holds() {
+    let may_hold = sut_node::cpu_latency::CpuLatencyRequest::hold(0).map(drop);
+    let started = NodeProcess::start(
+        "polling",
+        None,
+        &["--transport", "grpc", "--cpu-latency-us", "0"],
+    );
+    match (may_hold, started) {
+        (Ok(()), Ok(node)) => {
+            let mut client = grpc_client(&node, ClientCert::None).await.unwrap();
+            let info = client.info(pb::InfoRequest {}).await.unwrap().into_inner();
+            assert_eq!(info.cpu_latency_us, Some(0));
+        }
+        (Err(_), Err(e)) => {
+            let text = format!("{e:#}");
+            assert!(
+                text.contains("--cpu-latency-us 0") && text.contains("cpu_dma_latency"),
+                "{text}"
+            );
+        }
+        (Ok(()), Err(e)) => {
+            panic!("the node did not start although it may hold the request: {e:#}")
+        }
+        (Err(e), Ok(_)) => panic!("the node started although the request fails here: {e}"),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -115,6 +115,7 @@ pub fn write(
                     .map(|c| c.as_str_name())
                     .unwrap_or("unknown"),
                 "nics": info.nics.iter().map(nic_json).collect::<Vec<_>>(),
+                "cpu_latency_us": info.cpu_latency_us,
                 "traffic": t,
                 "failure": failure,
             })

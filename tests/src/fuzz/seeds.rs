@@ -288,6 +288,7 @@ fn node_info() -> pb::NodeInfo {
         response_codec: pb::Codec::Lz4 as i32,
         benchmark: "resnet50".into(),
         host_id: "abc".into(),
+        cpu_latency_us: Some(0),
     }
 }
 

@@ -326,7 +326,12 @@ fn network_checks(out: &mut String, r: &Value) {
             &[
                 td(text(&n["name"])),
                 td(text(&n["url"])),
-                td(text(&n["hostname"])),
+                td(match n["cpu_latency_us"].as_u64() {
+                    // A machine setting that changes latency: shown
+                    // where the host is.
+                    Some(us) => format!("{} (CPU wake-ups ≤ {us} µs)", text(&n["hostname"])),
+                    None => text(&n["hostname"]),
+                }),
                 td(format!(
                     "{} {}",
                     text(&n["backend"]),
