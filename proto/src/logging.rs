@@ -75,8 +75,14 @@ fn stderr_is_journal() -> bool {
 }
 
 fn filter(args: &LogArgs) -> Result<EnvFilter, LoggingError> {
-    let (source_name, text) = match std::env::var("RUST_LOG") {
-        Ok(env) if !env.trim().is_empty() => ("RUST_LOG", env),
+    filter_from(args, std::env::var("RUST_LOG").ok())
+}
+
+/// The filter from `RUST_LOG`'s value (`rust_log`, when set and not
+/// blank), else from `--log-level`.
+fn filter_from(args: &LogArgs, rust_log: Option<String>) -> Result<EnvFilter, LoggingError> {
+    let (source_name, text) = match rust_log {
+        Some(env) if !env.trim().is_empty() => ("RUST_LOG", env),
         _ => ("--log-level", args.log_level.clone()),
     };
     EnvFilter::builder()
@@ -134,20 +140,23 @@ mod tests {
 
     #[test]
     fn a_bad_filter_names_where_it_came_from() {
-        if std::env::var_os("RUST_LOG").is_some() {
-            return; // RUST_LOG would be read instead of the flag.
-        }
         let args = LogArgs {
             log_level: "info,quinn=[".into(),
             log_format: LogFormat::Text,
         };
-        let error = filter(&args).unwrap_err().to_string();
+        let error = filter_from(&args, None).unwrap_err().to_string();
         assert!(error.starts_with("--log-level \"info,quinn=[\""), "{error}");
+        // RUST_LOG, when set, is read instead of the flag, and named.
+        let error = filter_from(&args, Some("debug,qdl=(".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(error.starts_with("RUST_LOG \"debug,qdl=(\""), "{error}");
+        assert!(filter_from(&args, Some("debug".into())).is_ok());
         let args = LogArgs {
             log_level: "info,qdl=debug".into(),
             log_format: LogFormat::Text,
         };
-        assert!(filter(&args).is_ok());
+        assert!(filter_from(&args, None).is_ok());
     }
 
     #[test]

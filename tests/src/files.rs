@@ -76,8 +76,12 @@ fn base_dir() -> Result<PathBuf> {
 /// e.g. to read the logs of a failed run whose error names a path in it;
 /// each kept directory is then named on stderr.
 pub fn test_dir(prefix: &str) -> Result<TestDir> {
+    test_dir_kept_if(prefix, keep_requested())
+}
+
+/// [`test_dir`], kept on drop when `keep`.
+fn test_dir_kept_if(prefix: &str, keep: bool) -> Result<TestDir> {
     let base = base_dir()?;
-    let keep = keep_requested();
     let dir = tempfile::Builder::new()
         .prefix(&format!("{prefix}-"))
         .disable_cleanup(keep)
@@ -120,11 +124,8 @@ mod tests {
 
     #[test]
     fn a_test_dir_is_fresh_and_removed_on_drop() {
-        if keep_requested() {
-            return; // nothing is removed then
-        }
-        let a = test_dir("files-unit").unwrap();
-        let b = test_dir("files-unit").unwrap();
+        let a = test_dir_kept_if("files-unit", false).unwrap();
+        let b = test_dir_kept_if("files-unit", false).unwrap();
         assert_ne!(a.path(), b.path());
         assert!(a.is_dir() && fs::read_dir(&a).unwrap().next().is_none());
         let file = write_file(&a, "x.txt", "hello").unwrap();

@@ -3,8 +3,9 @@
 //! every link shaped by `tc tbf`. For each fault a Server and an Offline
 //! run over both transports: every issued sample completes exactly once,
 //! the run is VALID within a deadline, and a node that was restarted,
-//! continued or healed serves again (its own counters grow). Needs root;
-//! skipped with a message elsewhere.
+//! continued or healed serves again (its own counters grow). Needs root,
+//! `ip netns` and `tc`: without them a test says SKIPPED outside CI and
+//! fails under CI.
 
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,10 @@ use anyhow::{ensure, Context, Result};
 use netdiv_tests::configs::node_toml;
 use netdiv_tests::lab::{self, node_config, parse_schedule, Fault, Lab};
 use netdiv_tests::network_run::{check_exactly_once, loadgen_in_netns};
-use netdiv_tests::{test_dir, write_file, UserConf};
+use netdiv_tests::{skip_unless_ci, test_dir, write_file, UserConf};
+
+/// What the lab needs of the machine.
+const LAB_NEEDS: &str = "root, `ip netns` and `tc` (the fault lab)";
 use serde_json::Value;
 
 /// Each link's rate: a data-centre link, not the bottleneck.
@@ -41,7 +45,7 @@ fn fault_run(
     schedule: &str,
 ) -> Result<Option<Vec<Value>>> {
     if !lab::available() {
-        eprintln!("skipped: the fault lab needs root, ip netns and tc");
+        skip_unless_ci(LAB_NEEDS)?;
         return Ok(None);
     }
     let schedule = parse_schedule(schedule)?;
@@ -250,8 +254,7 @@ fn lab_quic_slow_link() -> Result<()> {
 #[test]
 fn lab_one_dns_name_expands_to_every_node() -> Result<()> {
     if !lab::available() {
-        eprintln!("skipped: the fault lab needs root, ip netns and tc");
-        return Ok(());
+        return skip_unless_ci(LAB_NEEDS);
     }
     let dir = test_dir("lab-dns")?;
     let config = write_file(&dir, "sut-node.toml", &node_toml(&node_config())?)?;
@@ -307,8 +310,7 @@ fn lab_one_dns_name_expands_to_every_node() -> Result<()> {
 #[test]
 fn lab_soak_short() -> Result<()> {
     if !lab::available() {
-        eprintln!("skipped: the fault lab needs root, ip netns and tc");
-        return Ok(());
+        return skip_unless_ci(LAB_NEEDS);
     }
     let dir = test_dir("lab-soak")?;
     let options = netdiv_tests::soak::SoakOptions {

@@ -150,6 +150,25 @@ async fn info_reports_the_cpu_latency_bound_the_node_holds() {
     }
 }
 
+/// Where the machine has the CPU latency device and this process may write
+/// it (root, as in CI), a held request is in force until dropped: the
+/// kernel reports the held bound. Elsewhere SKIPPED, and a failure under CI.
+#[test]
+fn a_held_cpu_latency_request_is_in_force_until_dropped() -> anyhow::Result<()> {
+    use sut_node::cpu_latency::{effective_micros, held_micros, CpuLatencyRequest, DEVICE};
+    // SAFETY: geteuid has no preconditions.
+    if !std::path::Path::new(DEVICE).exists() || unsafe { libc::geteuid() } != 0 {
+        return netdiv_tests::skip_unless_ci(&format!("root and {DEVICE}"));
+    }
+    let request = CpuLatencyRequest::hold(0)?;
+    assert_eq!(request.micros(), 0);
+    assert_eq!(effective_micros()?, 0);
+    assert_eq!(held_micros(), Some(0));
+    drop(request);
+    assert_eq!(held_micros(), None);
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quic_round_trip_and_grpc_over_tls() {
     let certs = test_dir("sut-certs").unwrap();

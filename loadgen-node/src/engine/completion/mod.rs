@@ -548,7 +548,7 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(20));
             c.complete(&[response(100)]);
         });
-        t.wait(WaitFor::Query(0)).unwrap();
+        woken_within_seconds(5, move || t.wait(WaitFor::Query(0))).unwrap();
         h.join().unwrap();
     }
 
@@ -560,7 +560,22 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(20));
             c.abort("all nodes lost");
         });
-        assert_eq!(t.wait(WaitFor::Samples(1)).unwrap_err().0, "all nodes lost");
+        let waited = woken_within_seconds(5, move || t.wait(WaitFor::Samples(1)));
+        assert_eq!(waited.unwrap_err().0, "all nodes lost");
         h.join().unwrap();
+    }
+
+    /// Runs a wait on a thread of its own; a wait that does not end within
+    /// `seconds` fails the test instead of hanging it.
+    fn woken_within_seconds(
+        seconds: u64,
+        wait: impl FnOnce() -> Result<(), SutAborted> + Send + 'static,
+    ) -> Result<(), SutAborted> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(wait());
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(seconds))
+            .unwrap_or_else(|_| panic!("the wait was not woken within {seconds} s"))
     }
 }
