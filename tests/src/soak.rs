@@ -61,6 +61,113 @@ pub struct SoakReport {
     /// The faults, when they came.
     pub faults: Vec<(Duration, Fault)>,
     pub trends: Vec<MemoryTrend>,
+    /// Server queries per second the run issued (one sample each).
+    pub qps: u64,
+}
+
+/// How much memory may grow before the soak calls it a leak.
+#[derive(Clone, Copy, Debug)]
+pub struct MemoryBounds {
+    /// Each sut-node's slope over its longest life, MB per minute.
+    pub node_mb_per_min: f64,
+    /// A node life shorter than this many seconds (after the warm-up) is
+    /// too short for its slope to mean anything and is not judged; at
+    /// least one life must be this long.
+    pub min_life_s: usize,
+    /// The LoadGen node's growth per sample issued over the measured
+    /// stretch, in bytes (it keeps a record of every sample).
+    pub loadgen_bytes_per_sample: f64,
+}
+
+impl MemoryBounds {
+    /// The 600 s soak's bounds, several times what it measured
+    /// (docs/benchmarks.md, "The nodes are flat": nodes +0.05 MB/min at
+    /// most, the LoadGen node 74 B per sample).
+    pub const LONG: MemoryBounds = MemoryBounds {
+        node_mb_per_min: 0.5,
+        min_life_s: 60,
+        loadgen_bytes_per_sample: 200.0,
+    };
+
+    /// The 40 s soak's bounds (`lab_soak_short`), about four times the
+    /// most four short runs measured (docs/benchmarks.md): nodes up to
+    /// +0.54 MB/min over lives of 27 s or more (a 16 s life read up to
+    /// +0.96, noise of a few pages, so it is not judged), the LoadGen node
+    /// 86 to 95 B per sample.
+    pub const SHORT: MemoryBounds = MemoryBounds {
+        node_mb_per_min: 2.0,
+        min_life_s: 20,
+        loadgen_bytes_per_sample: 400.0,
+    };
+
+    /// The bounds for a soak of `seconds`: the long ones from 5 minutes on.
+    pub fn for_seconds(seconds: u64) -> MemoryBounds {
+        if seconds >= 300 {
+            MemoryBounds::LONG
+        } else {
+            MemoryBounds::SHORT
+        }
+    }
+}
+
+/// The LoadGen node's growth per issued sample over its measured stretch,
+/// in bytes: a Server run issues `qps` samples a second.
+pub fn loadgen_bytes_per_sample(trend: &MemoryTrend, qps: u64) -> f64 {
+    let samples = (trend.samples.saturating_sub(1) as f64) * qps as f64;
+    if samples == 0.0 {
+        return 0.0;
+    }
+    (trend.last_mb - trend.first_mb) * 1e6 / samples
+}
+
+/// Fails, naming the process, its figure and the bound, when any process
+/// grew past `bounds`; the first trend is the LoadGen node's.
+pub fn check_memory(trends: &[MemoryTrend], qps: u64, bounds: MemoryBounds) -> Result<()> {
+    let judged_nodes = trends
+        .iter()
+        .skip(1)
+        .filter(|t| t.samples >= bounds.min_life_s)
+        .count();
+    if trends.len() > 1 && judged_nodes == 0 {
+        bail!(
+            "no node lived {} s after its warm-up: the soak measured nothing to judge",
+            bounds.min_life_s
+        );
+    }
+    let mut leaks = Vec::new();
+    for (i, t) in trends.iter().enumerate() {
+        if i > 0 && t.samples < bounds.min_life_s {
+            continue;
+        }
+        if i == 0 {
+            let per_sample = loadgen_bytes_per_sample(t, qps);
+            if per_sample > bounds.loadgen_bytes_per_sample {
+                leaks.push(format!(
+                    "{} grew {per_sample:.0} B per issued sample ({:.1} -> {:.1} MB over {} s at \
+                     {qps} samples/s); the bound is {:.0} B",
+                    t.process, t.first_mb, t.last_mb, t.samples, bounds.loadgen_bytes_per_sample
+                ));
+            }
+        } else if t.slope_mb_per_min > bounds.node_mb_per_min {
+            leaks.push(format!(
+                "{} grew {:+.3} MB/min over its longest life ({} s, {:.1} -> {:.1} MB); the \
+                 bound is {:+.3} MB/min",
+                t.process,
+                t.slope_mb_per_min,
+                t.samples,
+                t.first_mb,
+                t.last_mb,
+                bounds.node_mb_per_min
+            ));
+        }
+    }
+    if !leaks.is_empty() {
+        bail!(
+            "memory grew past the soak's bounds (a leak?):\n  {}",
+            leaks.join("\n  ")
+        );
+    }
+    Ok(())
 }
 
 /// The fault schedule: every `every` seconds a fault and, a third of the
@@ -282,6 +389,7 @@ pub fn soak(options: &SoakOptions, dir: &Path) -> Result<SoakReport> {
         run,
         faults,
         trends,
+        qps: options.qps,
     })
 }
 
@@ -313,6 +421,66 @@ mod tests {
             .map(|t| (t as f64, 40.0 + t as f64 / 60.0))
             .collect();
         assert!((slope_per_minute(&rising) - 1.0).abs() < 1e-9);
+    }
+
+    fn trend(process: &str, seconds: usize, first_mb: f64, last_mb: f64) -> MemoryTrend {
+        MemoryTrend {
+            process: process.into(),
+            samples: seconds,
+            first_mb,
+            last_mb,
+            max_mb: last_mb.max(first_mb),
+            slope_mb_per_min: (last_mb - first_mb) / seconds as f64 * 60.0,
+        }
+    }
+
+    #[test]
+    fn memory_past_a_bound_is_a_leak_named_with_its_figure() {
+        let bounds = MemoryBounds::LONG;
+        // 600 s at 300 samples/s, 74 B each: 13.3 MB; flat nodes.
+        let flat = [
+            trend("loadgen-node", 601, 40.0, 53.3),
+            trend("lab-node-0", 600, 8.1, 8.1),
+        ];
+        check_memory(&flat, 300, bounds).unwrap();
+        // 1 KB per sample in the LoadGen node.
+        let loadgen_leak = [trend("loadgen-node", 601, 40.0, 220.0)];
+        let err = check_memory(&loadgen_leak, 300, bounds)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("loadgen-node grew 1000 B per issued sample"),
+            "{err}"
+        );
+        assert!(err.contains("the bound is 200 B"), "{err}");
+        // A node growing 1 MB a minute.
+        let node_leak = [
+            trend("loadgen-node", 601, 40.0, 53.3),
+            trend("lab-node-1", 120, 8.0, 10.0),
+        ];
+        let err = check_memory(&node_leak, 300, bounds)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("lab-node-1 grew +1.000 MB/min"), "{err}");
+        // A life too short to judge is left out, but not every life.
+        let short_lives = [
+            trend("loadgen-node", 601, 40.0, 53.3),
+            trend("lab-node-0", 600, 8.0, 8.0),
+            trend("lab-node-1", 30, 8.0, 10.0),
+        ];
+        check_memory(&short_lives, 300, bounds).unwrap();
+        let err = check_memory(
+            &short_lives[..1]
+                .iter()
+                .chain(&short_lives[2..])
+                .cloned()
+                .collect::<Vec<_>>(),
+            300,
+            bounds,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("no node lived 60 s"), "{err}");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use netdiv_tests::bench::machine_description;
 use netdiv_tests::lab::{self, parse_schedule};
-use netdiv_tests::soak::{soak, table, SoakOptions};
+use netdiv_tests::soak::{check_memory, soak, table, MemoryBounds, SoakOptions};
 
 #[derive(Debug, clap::Parser)]
 #[command(name = "fault-lab")]
@@ -99,5 +99,12 @@ fn run(cli: &Cli) -> Result<()> {
         let kept = dir.keep();
         println!("files kept in {}", kept.display());
     }
+    let bounds = MemoryBounds::for_seconds(options.seconds);
+    check_memory(&report.trends, report.qps, bounds)?;
+    println!(
+        "memory within bounds: nodes under {:+.2} MB/min, the LoadGen node under {:.0} B per \
+         issued sample",
+        bounds.node_mb_per_min, bounds.loadgen_bytes_per_sample
+    );
     Ok(())
 }
