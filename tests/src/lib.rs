@@ -27,7 +27,10 @@
 //! * [`text`]: the end of an output for a message, and an edit that must
 //!   match exactly once;
 //! * [`chromium`]: a real headless Chromium (installed by
-//!   `tests/setup/chromium.sh`) that renders the run report.
+//!   `tests/setup/chromium.sh`) that renders the run report;
+//! * [`submission`](mod@submission) and [`checker_log`]: the submission
+//!   tests' checkout and system description, and the official checker's
+//!   log read back, each error tied to its short-run cause.
 //!
 //! The items most tests use are re-exported here.
 //!
@@ -35,6 +38,7 @@
 
 pub mod bench;
 pub mod binaries;
+pub mod checker_log;
 pub mod chromium;
 pub mod configs;
 pub mod counting_engine;

@@ -16,13 +16,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use netdiv_tests::binaries::loadgen_node_official_bin;
+use netdiv_tests::checker_log::{self, ShortRun};
 use netdiv_tests::mlperf_logs::{detail_value, parse_detail};
 use netdiv_tests::netns::{self, Netns};
 use netdiv_tests::python::python_for_official_tools;
-use netdiv_tests::submission::{
-    checker_errors, inference_checkout, only_expected_errors, SYSTEM_JSON,
-};
-use netdiv_tests::sut_client::NodeProcess;
+use netdiv_tests::submission::{checker_errors, inference_checkout, SYSTEM_JSON};
+use netdiv_tests::sut_client::{signal_when_busy, Busy, NodeProcess};
 use netdiv_tests::{loadgen_node_bin, run_with_deadline, skip_unless_ci, test_dir, write_file};
 
 /// What a submission test needs, or `None` when it is skipped.
@@ -69,12 +68,15 @@ fn namespaced_nodes(benchmark: &str, config: &Path) -> Result<Vec<(Netns, NodePr
 }
 
 /// Two sut-nodes of `benchmark` started with `flags`, each in a network
-/// namespace of its own.
+/// namespace of its own, with a metrics endpoint.
 fn namespaced_nodes_with(benchmark: &str, flags: &[&str]) -> Result<Vec<(Netns, NodeProcess)>> {
     (1..=2)
         .map(|i| {
             let ns = Netns::create()?;
+            // Metrics on the namespace's own address, which this host reaches.
+            let metrics = format!("{}:0", ns.address);
             let mut args = vec!["--transport", "grpc", "--benchmark", benchmark];
+            args.extend_from_slice(&["--metrics-listen", &metrics]);
             args.extend_from_slice(flags);
             let node = ns.start_node(&format!("ns-node-{i}"), &args)?;
             Ok((ns, node))
@@ -159,16 +161,6 @@ fn submission_args(kit: &Kit, benchmark: &str, round: &str) -> Vec<String> {
     .collect()
 }
 
-/// Errors of any short synthetic run: durations under 600 s, and the
-/// checker's own "some checks failed" lines that follow from them.
-const SHORT_RUN_ERRORS: &[&str] = &[
-    "Test duration less than 600s in user config",
-    "Some performance checks Checks failed for",
-    "Some compliance check Checks failed for",
-    "Some accuracy checks Checks failed for",
-    "NoResults",
-];
-
 /// What one `submission --check` printed, and the flags it ran with.
 struct Checked {
     stdout: String,
@@ -194,22 +186,25 @@ impl Checked {
     }
 }
 
-/// A submission to check: what the user gives and what the checker may
-/// and must say beside the short-run errors.
+/// A submission to check: what the user gives and what the checker must
+/// say (it may say nothing a short synthetic run does not explain).
 struct Submit<'a> {
     benchmark: &'a str,
     round: &'a str,
     accuracy: &'a str,
     user_conf: &'a str,
     extra: &'a [&'a str],
-    allowed: &'a [&'a str],
+    /// `--total-sample-count` in `extra`, if any: a reduced data set.
+    total_sample_count: Option<u64>,
     required: &'a [&'a str],
 }
 
 /// Writes the system description, the accuracy output and user.conf into
 /// `dir`, runs `submission --check` against `nodes`, and checks the
-/// verdict: the checker found errors, each of them a short-run error or
-/// one of `allowed`, every one of `required` there, and no seed error.
+/// verdict: every scenario's performance result VALID; the checker found
+/// errors, each tied to its short-run cause in the tree
+/// (`netdiv_tests::checker_log`), every one of `required` there, and no
+/// seed error.
 fn submit_and_check(
     kit: &Kit,
     dir: &Path,
@@ -240,12 +235,25 @@ fn submit_and_check(
         "{}",
         checked.context()
     );
-    let mut allowed = SHORT_RUN_ERRORS.to_vec();
-    allowed.extend_from_slice(submit.allowed);
-    only_expected_errors(&checker_errors(&checked.stdout), &allowed, submit.required)
-        .with_context(|| checked.context())?;
+    checker_log::expect_every_result_valid(&checked.root).with_context(|| checked.context())?;
     let log_name = format!("checker-{}.log", submit.round);
     let log = std::fs::read_to_string(checked.root.join(log_name))?;
+    let short = ShortRun {
+        root: &checked.root,
+        total_sample_count: submit.total_sample_count,
+    };
+    let explained = checker_log::explain_errors(&log, &short).with_context(|| checked.context())?;
+    eprintln!(
+        "checker errors, each explained:\n  {}",
+        explained.join("\n  ")
+    );
+    let errors = checker_errors(&checked.stdout);
+    for want in submit.required {
+        assert!(
+            errors.iter().any(|e| e.contains(want)),
+            "the checker did not report {want:?}, which this short run must cause: {errors:#?}"
+        );
+    }
     assert!(!log.contains("seed is wrong"), "seed errors:\n{log}");
     Ok(checked)
 }
@@ -271,7 +279,7 @@ fn submission_3d_unet_99_round_v6_1_at_real_sample_sizes() -> Result<()> {
                        (synthetic data: nothing to score)\n",
             user_conf: "*.Offline.target_qps = 1\n*.Offline.min_duration = 1000\n",
             extra: &[],
-            allowed: &[],
+            total_sample_count: None,
             required: &[
                 "Test duration less than 600s",
                 "Some accuracy checks Checks failed",
@@ -393,11 +401,7 @@ fn submission_resnet50_round_v5_0_offline_and_server_with_test01_and_test04() ->
                         *.Server.min_duration = 2000\n*.Server.min_query_count = 600\n",
             // A short data set: the accuracy run covers 2048 images, not 50000.
             extra: &["--total-sample-count", "2048"],
-            allowed: &[
-                "accurcy run does not cover all dataset",
-                "Early stopping condition was not met",
-                "Latency constraint with early stopping not met",
-            ],
+            total_sample_count: Some(2048),
             required: &["Test duration less than 600s"],
         },
     )?;
@@ -408,6 +412,23 @@ fn submission_resnet50_round_v5_0_offline_and_server_with_test01_and_test04() ->
         "Server TEST04",
     ]);
     let root = &checked.root;
+    // The negative control: the same tree with its Server result turned
+    // INVALID (as a missed latency bound makes it) fails these checks.
+    let broken = dir.path().join("broken");
+    let results = root.join("network/netdiv-ci/results");
+    copy_tree(&results, &broken)?;
+    let detail = broken.join("nslab/resnet/Server/performance/run_1/mlperf_log_detail.txt");
+    let text = std::fs::read_to_string(&detail)?;
+    let invalid = text.replace(
+        r#""key": "result_validity", "value": "VALID""#,
+        r#""key": "result_validity", "value": "INVALID""#,
+    );
+    assert_ne!(text, invalid, "no result_validity in {}", detail.display());
+    std::fs::write(&detail, invalid)?;
+    let err = checker_log::expect_every_result_valid(&broken)
+        .expect_err("an INVALID Server run passed the checks")
+        .to_string();
+    assert!(err.contains("Server/performance/run_1: INVALID"), "{err}");
     // v5.0's layout: compliance and measurements in trees of their own.
     let sub = root.join("network/netdiv-ci");
     for path in [
@@ -450,15 +471,11 @@ fn submission_llama2_70b_99_round_v6_0_with_test06() -> Result<()> {
             round: "v6.0",
             accuracy: "{'rouge1': 0.0, 'rouge2': 0.0, 'rougeL': 0.0, 'rougeLsum': 0.0, \
                        'tokens_per_sample': 0.0} (synthetic tokens: nothing to score)\n",
-            user_conf: "*.Offline.target_qps = 100\n*.Offline.min_duration = 1000\n\
+            user_conf: "*.Offline.target_qps = 3000\n*.Offline.min_duration = 1000\n\
                         llama2-70b.Offline.min_query_count = 400\n*.Server.target_qps = 40\n\
                         *.Server.min_duration = 2000\n*.Server.min_query_count = 100\n",
             extra: &["--total-sample-count", "1024"],
-            allowed: &[
-                "accurcy run does not cover all dataset",
-                "performance_sample_count, found 1024, needs to be >= 24576",
-                "Early stopping condition was not met",
-            ],
+            total_sample_count: Some(1024),
             required: &["Test duration less than 600s"],
         },
     )?;
@@ -631,7 +648,8 @@ fn submission_mode_ends_the_run_when_a_node_is_lost() -> Result<()> {
     }
     let dir = test_dir("submission-mode-lost")?;
     let config = node_config(dir.path(), "node.toml", 2_000, false)?;
-    let mut nodes = namespaced_nodes("resnet50", &config)?;
+    let config = config.display().to_string();
+    let mut nodes = namespaced_nodes_with("resnet50", &["--config", &config])?;
     let conf = write_file(
         dir.path(),
         "user.conf",
@@ -640,14 +658,19 @@ fn submission_mode_ends_the_run_when_a_node_is_lost() -> Result<()> {
     )?;
     let mut args = vec!["--user-conf".to_string(), conf.display().to_string()];
     args.extend(node_flags(&nodes));
-    let victim = nodes[1].1.child.id();
+    let victim = &nodes[1].1;
+    let (pid, metrics) = (victim.child.id(), victim.metrics.context("metrics")?);
     let killer = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_secs(3));
-        // SAFETY: kill has no memory preconditions; the pid is our child.
-        unsafe { libc::kill(victim as libc::pid_t, libc::SIGKILL) };
+        signal_when_busy(
+            pid,
+            metrics,
+            Busy::InFlight,
+            libc::SIGKILL,
+            Duration::from_secs(60),
+        )
     });
     let (ok, stderr, _dir) = submission_mode_run(&args)?;
-    killer.join().expect("killer thread");
+    killer.join().expect("killer thread")?;
     assert!(!ok, "a run that lost a node passed:\n{stderr}");
     assert!(
         stderr.contains("in submission mode a run that loses a node"),
@@ -768,5 +791,20 @@ fn submission_mode_ends_the_run_when_name_fails() -> Result<()> {
         "{stderr}"
     );
     drop(runtime);
+    Ok(())
+}
+
+/// Copies the folder `from` to `to`, recursively.
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
     Ok(())
 }
