@@ -172,6 +172,56 @@ pub fn versioned<T>(message: T) -> tonic::Request<T> {
     request
 }
 
+/// Whether `text` says a TLS server refused a client for not presenting a
+/// certificate: TLS 1.3's `certificate_required` alert (116), as rustls
+/// names it ("CertificateRequired") or as QUIC carries it ("the
+/// cryptographic handshake failed: error 116").
+pub fn is_certificate_refusal(text: &str) -> bool {
+    let said = text.to_lowercase().replace(['_', ' '], "");
+    said.contains("certificaterequired") || said.contains("error116")
+}
+
+/// A TLS 1.3 handshake with a node's gRPC listener (`grpc`, its
+/// `--dev-tls` folder `certs`) without a client
+/// certificate, then one read: the error the node's TLS answered with
+/// (e.g. "received fatal alert: CertificateRequired"), or `None` if the
+/// node let the connection stand. A plain rustls client, because gRPC
+/// clients report a refused handshake only as "connection closed".
+pub fn grpc_tls_refusal_at(
+    grpc: Option<SocketAddr>,
+    certs: Option<&Path>,
+) -> Result<Option<String>> {
+    use std::io::{Read, Write};
+    let addr = grpc.ok_or_else(|| anyhow!("node has no gRPC listener"))?;
+    let dir = certs.ok_or_else(|| anyhow!("the node has no certificates"))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(dir.join("ca.pem"))? {
+        roots.add(c?)?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let name = rustls::pki_types::ServerName::try_from("localhost")?;
+    let mut tls = rustls::ClientConnection::new(Arc::new(config), name)?;
+    let mut tcp = std::net::TcpStream::connect(addr)?;
+    tcp.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+    let mut stream = rustls::Stream::new(&mut tls, &mut tcp);
+    // The HTTP/2 preface: the server judges the client's (empty)
+    // certificate when the handshake finishes, and answers with an alert.
+    if let Err(e) = stream.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") {
+        return Ok(Some(e.to_string()));
+    }
+    let mut buf = [0u8; 64];
+    match stream.read(&mut buf) {
+        Err(e) => Ok(Some(e.to_string())),
+        Ok(0) => Ok(Some("closed without an alert".into())),
+        Ok(_) => Ok(None),
+    }
+}
+
 /// A QUIC connection to `node`, offering `alpn`.
 pub async fn quic_connect(
     node: &NodeProcess,
@@ -296,5 +346,72 @@ pub fn plain_query(query_id: u64, first_id: u64, inputs: &[Vec<u8>]) -> pb::Quer
                 decoded_size: 0,
             })
             .collect(),
+    }
+}
+
+/// What a fault test waits for at a node before it strikes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Busy {
+    /// A sample in flight at the node.
+    InFlight,
+    /// A sample in flight at the node, and a first token already sent
+    /// (a token stream is under way).
+    Streaming,
+}
+
+/// Sends `signal` to process `pid` at the moment the sut-node whose
+/// metrics endpoint is `metrics` is `busy` (its `netdiv_node_*` metrics,
+/// polled every 5 ms), instead of after a guessed sleep; how long that
+/// took. An error when the moment does not come within `within`.
+pub fn signal_when_busy(
+    pid: u32,
+    metrics: SocketAddr,
+    busy: Busy,
+    signal: libc::c_int,
+    within: std::time::Duration,
+) -> Result<std::time::Duration> {
+    let start = std::time::Instant::now();
+    loop {
+        if let Ok(scrape) = crate::prometheus::scrape(metrics) {
+            let in_flight = scrape.sum("netdiv_node_in_flight_samples") > 0.0;
+            let streaming = scrape.sum("netdiv_node_first_tokens_total") > 0.0;
+            if in_flight && (busy == Busy::InFlight || streaming) {
+                // SAFETY: kill(2) on a process the caller started and has not reaped.
+                if unsafe { libc::kill(pid as libc::pid_t, signal) } != 0 {
+                    bail!("cannot signal {pid}: {}", std::io::Error::last_os_error());
+                }
+                return Ok(start.elapsed());
+            }
+        }
+        if start.elapsed() > within {
+            bail!("the node at {metrics} was not {busy:?} within {within:?}: nothing to strike");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_certificate_refusal;
+
+    #[test]
+    fn only_the_missing_certificate_counts_as_that_refusal() {
+        assert!(is_certificate_refusal(
+            "received fatal alert: CertificateRequired"
+        ));
+        assert!(is_certificate_refusal(
+            "aborted by peer: the cryptographic handshake failed: error 116: peer sent no certificates"
+        ));
+        // Other TLS failures, and plain network ones, are not it.
+        assert!(!is_certificate_refusal(
+            "invalid peer certificate: UnknownIssuer"
+        ));
+        assert!(!is_certificate_refusal(
+            "the cryptographic handshake failed: error 42: bad certificate"
+        ));
+        assert!(!is_certificate_refusal("connection refused (os error 111)"));
+        assert!(!is_certificate_refusal(
+            "operation was canceled: connection closed"
+        ));
     }
 }

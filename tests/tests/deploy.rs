@@ -346,7 +346,10 @@ fn compose_lab_audit_passes_and_catches_caching_nodes() -> Result<()> {
     let (ok, record, log) = lab_audit(&dir, "audit-good", &[])?;
     let steps = outcomes(&record);
     ensure!(
-        ok && steps.len() == 6 && steps.iter().all(|(_, o)| o == "pass"),
+        ok && steps.len() == 6
+            && steps.iter().all(|(_, o)| o == "pass")
+            && record["verdict"] == "passed"
+            && record["passed"] == true,
         "the audit of a sound lab did not pass every step: {steps:?}\n{}",
         tail(&log, 60)
     );
@@ -358,7 +361,7 @@ fn compose_lab_audit_passes_and_catches_caching_nodes() -> Result<()> {
         .map(|(id, _)| id.as_str())
         .collect();
     ensure!(
-        !ok && failed == ["test04"],
+        !ok && failed == ["test04"] && record["verdict"] == "failed" && record["passed"] == false,
         "caching nodes: expected only TEST04 to fail, got {steps:?}\n{}",
         tail(&log, 60)
     );

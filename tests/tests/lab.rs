@@ -13,6 +13,7 @@ use anyhow::{ensure, Context, Result};
 use netdiv_tests::configs::node_toml;
 use netdiv_tests::lab::{self, node_config, parse_schedule, Fault, Lab};
 use netdiv_tests::network_run::{check_exactly_once, loadgen_in_netns};
+use netdiv_tests::soak;
 use netdiv_tests::{skip_unless_ci, test_dir, write_file, UserConf};
 
 /// What the lab needs of the machine.
@@ -104,12 +105,20 @@ fn fault_run(
     // Per restored node: its count of completed samples when it was
     // restored (restarted, continued, or its link back up).
     let mut restored: Vec<(usize, f64)> = Vec::new();
+    // Per slowed node: its completed samples and node 0's at the cut.
+    let mut slowed: Vec<(usize, f64, f64)> = Vec::new();
     let (run, faults) = std::thread::scope(|scope| {
         let runner =
             scope.spawn(|| loadgen_in_netns(&loadgen_netns, &dir, &flags, Duration::from_secs(90)));
         let faults = lab.run_schedule(start, &schedule, |lab, fault| {
-            if let Fault::Restart(n) | Fault::Cont(n) | Fault::LinkUp(n) = fault {
-                restored.push((n, lab.nodes[n].completed()?));
+            match fault {
+                Fault::Restart(n) | Fault::Cont(n) | Fault::LinkUp(n) => {
+                    restored.push((n, lab.nodes[n].completed()?));
+                }
+                Fault::Rate(n, mbit) if mbit < LINK_MBIT => {
+                    slowed.push((n, lab.nodes[n].completed()?, lab.nodes[0].completed()?));
+                }
+                _ => {}
             }
             Ok(())
         });
@@ -131,16 +140,24 @@ fn fault_run(
             "node {node} completed nothing after it was restored ({at_restore} then {now}); \
              changes: {changes:?}"
         );
-        let rejoined = changes
+        // Every fault here outlasts --node-timeout, so the QDL must have
+        // seen the node fail (or decline, or stall) and then rejoin.
+        let states: Vec<&str> = changes
             .iter()
-            .any(|c| c["node"] == url.as_str() && c["state"] == "rejoined");
-        let failed = changes
+            .filter(|c| c["node"] == url.as_str())
+            .filter_map(|c| c["state"].as_str())
+            .collect();
+        let rejoined_after_failing = states
             .iter()
-            .any(|c| c["node"] == url.as_str() && c["state"] != "rejoined");
+            .position(|s| *s != "rejoined")
+            .is_some_and(|failed| states[failed..].contains(&"rejoined"));
         ensure!(
-            !failed || rejoined,
-            "node {node} failed and never rejoined: {changes:?}"
+            rejoined_after_failing,
+            "node {node} was not seen to fail and rejoin: {states:?}; changes: {changes:?}"
         );
+    }
+    for (node, node_at_cut, first_at_cut) in slowed {
+        check_slowed(&lab, node, node_at_cut, first_at_cut)?;
     }
     eprintln!(
         "{transport} {scenario} {schedule:?}: {:?} wall, set up in {:?}; changes: {}",
@@ -163,6 +180,24 @@ fn fault_run(
         run.wall
     );
     Ok(Some(changes.clone()))
+}
+
+/// A node whose link was cut to a rate well below its share of the load
+/// (a slow link) completed less than half as many samples after the cut
+/// as node 0, whose link kept its rate: the shaping was in force and the
+/// QDL moved the work.
+fn check_slowed(lab: &Lab, node: usize, node_at_cut: f64, first_at_cut: f64) -> Result<()> {
+    let by_slowed = lab.nodes[node].completed()? - node_at_cut;
+    let by_first = lab.nodes[0].completed()? - first_at_cut;
+    ensure!(
+        by_slowed < 0.5 * by_first,
+        "node {node}'s link was slowed, yet after the cut it completed {by_slowed} samples \
+         to node 0's {by_first}: the slow link was not in force"
+    );
+    eprintln!(
+        "slow link: node {node} completed {by_slowed} samples after the cut, node 0 {by_first}"
+    );
+    Ok(())
 }
 
 /// Both scenarios over `transport` with `schedule`.
@@ -197,7 +232,9 @@ const KILL: &str = "1.5:kill:1,3:restart:1";
 const TERM: &str = "1.5:term:1,3.5:restart:1";
 const STALL: &str = "1.5:stop:1,3:cont:1";
 const PARTITION: &str = "1.5:down:1,3:up:1";
-const SLOW_LINK: &str = "1.5:rate:1:20";
+/// 1 Mbit/s carries about 39 of the lab's 3 KB samples a second: well
+/// below a third of the Server load (300 queries/s) or of Offline's.
+const SLOW_LINK: &str = "1.5:rate:1:1";
 
 #[test]
 fn lab_grpc_node_killed_and_restarted() -> Result<()> {
@@ -306,7 +343,8 @@ fn lab_one_dns_name_expands_to_every_node() -> Result<()> {
 }
 
 /// The soak in short (the 600 s one is `deploy/lab/fault-lab.sh`): 40 s
-/// with a fault every 6 s, VALID, exactly once, memory sampled.
+/// with a fault every 6 s, VALID, exactly once, and no process's memory
+/// growing past `MemoryBounds::SHORT`.
 #[test]
 fn lab_soak_short() -> Result<()> {
     if !lab::available() {
@@ -322,9 +360,9 @@ fn lab_soak_short() -> Result<()> {
         rate_mbit: LINK_MBIT,
         faults: None,
     };
-    let report = netdiv_tests::soak::soak(&options, &dir)?;
-    eprintln!("{}", netdiv_tests::soak::table(&report.trends));
+    let report = soak::soak(&options, &dir)?;
+    eprintln!("{}", soak::table(&report.trends));
     ensure!(report.faults.len() >= 10, "{:?}", report.faults);
     ensure!(report.trends.len() == 4 && report.trends.iter().all(|t| t.samples >= 5));
-    Ok(())
+    soak::check_memory(&report.trends, report.qps, soak::MemoryBounds::SHORT)
 }

@@ -14,6 +14,7 @@ use anyhow::{ensure, Context, Result};
 use netdiv_tests::binaries::loadgen_node_official_bin;
 use netdiv_tests::mlperf_logs::{detail_value, detail_values, parse_issued};
 use netdiv_tests::network_run::{llama2_prompt_flags, loadgen, loadgen_with, Cluster, LoadgenRun};
+use netdiv_tests::sut_client::{signal_when_busy, Busy};
 use netdiv_tests::{test_dir, UserConf};
 use qdl::samples::{synthetic::synthetic_sample, DType};
 use sut_node::backend::llm::{expected_tokens, LlmConfig};
@@ -217,21 +218,26 @@ fn a_killed_node_leaves_one_first_token_and_one_completion_per_sample() -> Resul
         "grpc",
         &["kill-llm-1", "kill-llm-2", "kill-llm-3"],
         &slow,
-        &[],
+        &["--metrics-listen", "127.0.0.1:0"],
     )?;
     let conf = user_conf()
         .set("*.Server.min_duration", 2500)
         .set("*.Server.target_qps", 400);
     let flags = run_flags(&dir, "Server", &conf, &cluster.loadgen_flags())?;
-    netdiv_tests::loadgen_node_bin()?; // built before the clock starts
-    let victim = cluster.nodes[1].child.id() as libc::pid_t;
+    // Killed while its token streams are under way.
+    let victim = &cluster.nodes[1];
+    let (pid, metrics) = (victim.child.id(), victim.metrics.context("metrics")?);
     let killer = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(1200));
-        // SAFETY: kill(2) on a child we started and have not reaped.
-        unsafe { libc::kill(victim, libc::SIGKILL) };
+        signal_when_busy(
+            pid,
+            metrics,
+            Busy::Streaming,
+            libc::SIGKILL,
+            Duration::from_secs(30),
+        )
     });
     let run = loadgen(&dir, &flags, Duration::from_secs(120))?;
-    killer.join().expect("killer thread");
+    killer.join().expect("killer thread")?;
     run.expect_success()?;
     let events = run.events();
     ensure!(

@@ -23,7 +23,9 @@ use netdiv_tests::mlperf_logs::detail_value;
 use netdiv_tests::network_run::{llama2_prompt_flags, loadgen, loadgen_with, Cluster, LoadgenRun};
 use netdiv_tests::python::python_for_official_tools;
 use netdiv_tests::submission::inference_checkout;
-use netdiv_tests::sut_client::{grpc_collect, plain_query, ClientCert, NodeProcess};
+use netdiv_tests::sut_client::{
+    grpc_collect, plain_query, signal_when_busy, Busy, ClientCert, NodeProcess,
+};
 use netdiv_tests::{loadgen_node_bin, test_dir, write_file, UserConf};
 use qdl::samples::{synthetic::synthetic_sample, DType};
 use sut_node::backend::openai::OpenaiConfig;
@@ -79,6 +81,8 @@ fn start_nodes(
                 config.to_str().context("utf-8 path")?,
                 "--engine-url",
                 &engine.url,
+                "--metrics-listen",
+                "127.0.0.1:0",
             ];
             NodeProcess::start(&format!("{transport}-engine-{i}"), certs.as_deref(), &args)
         })
@@ -319,15 +323,20 @@ fn an_engine_killed_mid_run_fails_its_samples_and_the_restarted_engine_serves_ag
         .set("*.Offline.min_duration", 1000)
         .set("*.Offline.min_query_count", 200);
     let flags = run_flags(&dir, "Offline", &conf, &cluster.loadgen_flags())?;
-    let pid = engine.pid();
+    // The engine dies while the node has token streams under way.
+    let (pid, metrics) = (engine.pid(), cluster.nodes[0].metrics.context("metrics")?);
     let killer = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(1500));
-        // SAFETY: plain syscall on the engine's pid; it is reaped later.
-        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        signal_when_busy(
+            pid,
+            metrics,
+            Busy::Streaming,
+            libc::SIGKILL,
+            Duration::from_secs(60),
+        )
     });
     let started = Instant::now();
     let run = loadgen(&dir, &flags, Duration::from_secs(120))?;
-    killer.join().expect("killer thread");
+    killer.join().expect("killer thread")?;
     ensure!(
         !run.status.success(),
         "the run succeeded although its engine was killed:\n{}",

@@ -15,12 +15,15 @@ use netdiv_proto::pb;
 use netdiv_tests::log_records;
 use netdiv_tests::mlperf_logs::detail_value;
 use netdiv_tests::network_run::{check_exactly_once, loadgen, Cluster, LoadgenRun};
-use netdiv_tests::sut_client::{grpc_client, versioned, ClientCert};
+use netdiv_tests::sut_client::{grpc_client, signal_when_busy, versioned, Busy, ClientCert};
 use netdiv_tests::{test_dir, write_file, UserConf};
 use qdl::samples::{synthetic::synthetic_sample, DType};
 use sut_node::backend::synthetic::{expected_output, SyntheticConfig};
 use sut_node::batcher::BatchPolicy;
 use sut_node::config::FileConfig;
+
+/// How long a fault test waits for its victim to hold a sample.
+const KILL_WITHIN: Duration = Duration::from_secs(30);
 
 /// Small samples keep sixteen runs quick; the path is the same for large.
 const SHAPE: [usize; 3] = [3, 32, 32];
@@ -255,22 +258,26 @@ fn survive_a_killed_node(transport: &'static str, scenario: &str) -> Result<()> 
     // Slower nodes so the run lasts long enough to kill one in the middle.
     let mut slow = node_config(BENCHMARK);
     slow.synthetic.sample_cost_us = 800;
-    let cluster = Cluster::start(&dir, transport, &["k-1", "k-2", "k-3"], &slow, &[])?;
+    let cluster = Cluster::start(
+        &dir,
+        transport,
+        &["k-1", "k-2", "k-3"],
+        &slow,
+        &["--metrics-listen", "127.0.0.1:0"],
+    )?;
     // About 2.5 s of work (8250 Offline samples at ~3600/s, or 2000 Server
-    // queries); the kill comes at 1 s.
+    // queries); the kill comes once the victim holds a sample.
     let conf = user_conf()
         .set("*.*.min_duration", 2500)
         .set("*.Offline.target_qps", 3000);
     let flags = run_flags(&dir, &cluster, BENCHMARK, scenario, &conf, &[])?;
-    netdiv_tests::loadgen_node_bin()?; // built before the clock starts
-    let victim = cluster.nodes[1].child.id() as libc::pid_t;
+    let victim = &cluster.nodes[1];
+    let (pid, metrics) = (victim.child.id(), victim.metrics.context("metrics")?);
     let killer = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(1000));
-        // SAFETY: kill(2) on a child we started and have not reaped.
-        unsafe { libc::kill(victim, libc::SIGKILL) };
+        signal_when_busy(pid, metrics, Busy::InFlight, libc::SIGKILL, KILL_WITHIN)
     });
     let run = loadgen(&dir, &flags, Duration::from_secs(120))?;
-    killer.join().expect("killer thread");
+    killer.join().expect("killer thread")?;
     run.expect_success()?;
     let events = run.events();
     ensure!(
@@ -304,20 +311,28 @@ fn losing_every_node_is_a_clear_error_not_a_hang() -> Result<()> {
     let dir = test_dir("network-all-lost")?;
     let mut slow = node_config(BENCHMARK);
     slow.synthetic.sample_cost_us = 400;
-    let cluster = Cluster::start(&dir, "grpc", &["gone-1", "gone-2"], &slow, &[])?;
+    let cluster = Cluster::start(
+        &dir,
+        "grpc",
+        &["gone-1", "gone-2"],
+        &slow,
+        &["--metrics-listen", "127.0.0.1:0"],
+    )?;
     let conf = user_conf().set("*.*.min_duration", 10000);
     let flags = run_flags(&dir, &cluster, BENCHMARK, "Offline", &conf, &[])?;
-    netdiv_tests::loadgen_node_bin()?; // built before the clock starts
-    let pids: Vec<libc::pid_t> = cluster.nodes.iter().map(|n| n.child.id() as _).collect();
-    let killer = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(800));
-        for pid in pids {
-            // SAFETY: kill(2) on children we started and have not reaped.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+    let victims: Vec<(u32, std::net::SocketAddr)> = cluster
+        .nodes
+        .iter()
+        .map(|n| Ok((n.child.id(), n.metrics.context("metrics")?)))
+        .collect::<Result<_>>()?;
+    let killer = std::thread::spawn(move || -> Result<()> {
+        for (pid, metrics) in victims {
+            signal_when_busy(pid, metrics, Busy::InFlight, libc::SIGKILL, KILL_WITHIN)?;
         }
+        Ok(())
     });
     let run = loadgen(&dir, &flags, Duration::from_secs(60))?;
-    killer.join().expect("killer thread");
+    killer.join().expect("killer thread")?;
     if run.status.success() {
         bail!("the run succeeded without nodes:\n{}", run.stdout);
     }
@@ -612,7 +627,14 @@ fn mutual_tls_nodes_serve_only_a_qdl_with_a_client_certificate() -> Result<()> {
         !run.status.success(),
         "a QDL without a client certificate was served"
     );
-    ensure!(run.stderr.contains("node quic://"), "{}", run.stderr);
+    // Refused by the node's TLS (the certificate_required alert, 116),
+    // and the QDL says so with the node's address.
+    ensure!(
+        run.stderr.contains("node quic://")
+            && netdiv_tests::sut_client::is_certificate_refusal(&run.stderr),
+        "not refused for the missing client certificate:\n{}",
+        run.stderr
+    );
     Ok(())
 }
 
@@ -709,5 +731,67 @@ fn sysdesc_describes_the_nodes_and_marks_the_rest() -> Result<()> {
     );
     ensure!(fields["network_topology"] == "TODO: fill in", "{fields}");
     ensure!(stderr.contains("fill in by hand: network_type"), "{stderr}");
+    Ok(())
+}
+
+/// `audit` without the means for every step (no partition commands, no
+/// inference checkout for TEST04) is incomplete, not passed: its
+/// audit.json says which steps did not run, and it exits with an error.
+#[test]
+fn an_audit_with_steps_not_run_is_incomplete_not_passed() -> Result<()> {
+    let dir = test_dir("network-audit")?;
+    let cluster = Cluster::start(
+        &dir,
+        "grpc",
+        &["au-1", "au-2"],
+        &node_config(BENCHMARK),
+        &[],
+    )?;
+    let audit_dir = dir.join("audit");
+    let mut command = std::process::Command::new(netdiv_tests::loadgen_node_bin()?);
+    command
+        .current_dir(&dir)
+        .args([
+            "audit",
+            "--benchmark",
+            BENCHMARK,
+            "--sample-shape",
+            "3,32,32",
+        ])
+        .args(["--log-format", "json", "--audit-dir"])
+        .arg(&audit_dir)
+        .args(cluster.loadgen_flags())
+        .env_remove("NETDIV_INFERENCE_REPO")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(dir.join("audit.stdout"))?)
+        .stderr(std::fs::File::create(dir.join("audit.stderr"))?);
+    let exited = netdiv_tests::run_with_deadline(&mut command, Duration::from_secs(240))?;
+    let stdout = std::fs::read_to_string(dir.join("audit.stdout"))?;
+    let stderr = std::fs::read_to_string(dir.join("audit.stderr"))?;
+    ensure!(!exited.timed_out, "the audit hung:\n{stdout}\n{stderr}");
+    ensure!(
+        !exited.status.success() && stderr.contains("INCOMPLETE"),
+        "an audit with steps not run must not pass:\n{stdout}\n{stderr}"
+    );
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(audit_dir.join("audit.json"))?)?;
+    ensure!(
+        record["verdict"] == "incomplete" && record["passed"] == false,
+        "{record:#}"
+    );
+    let not_run: Vec<&str> = record["not_run"]
+        .as_array()
+        .context("not_run")?
+        .iter()
+        .filter_map(serde_json::Value::as_str)
+        .collect();
+    ensure!(
+        not_run.contains(&"partition") && not_run.contains(&"test04"),
+        "{record:#}"
+    );
+    ensure!(
+        record["steps"][0]["outcome"] == "pass",
+        "the name step: {record:#}"
+    );
     Ok(())
 }

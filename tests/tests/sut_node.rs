@@ -601,19 +601,37 @@ async fn mtls_refuses_clients_without_a_valid_certificate() {
         &data,
         10,
     );
-    // Without it: refused on both.
-    assert!(
-        grpc_infer(&node, ClientCert::None, vec![plain_query(3, 20, &data)])
-            .await
-            .is_err()
-    );
+    // Without it: refused on both, by the TLS alert that names the reason.
+    grpc_infer(&node, ClientCert::None, vec![plain_query(3, 20, &data)])
+        .await
+        .expect_err("a client without a certificate was served over gRPC");
+    let refused = tokio::task::spawn_blocking({
+        let grpc = node.grpc;
+        let certs = node.certs.clone();
+        move || netdiv_tests::sut_client::grpc_tls_refusal_at(grpc, certs.as_deref())
+    })
+    .await
+    .unwrap()
+    .unwrap()
+    .expect("the gRPC listener let a client without a certificate stay connected");
+    assert_certificate_required(&anyhow::anyhow!(refused));
     let refused = async {
         let conn = quic_connect(&node, ClientCert::None, netdiv_proto::ALPN).await?;
         quic_query(&conn, plain_query(4, 30, &data)).await
     };
+    let refused = refused
+        .await
+        .expect_err("a client without a certificate was served over QUIC");
+    assert_certificate_required(&refused);
+}
+
+/// The error is the server's TLS refusal of a client without a
+/// certificate (TLS 1.3's `certificate_required` alert, 116), not some
+/// other failure.
+fn assert_certificate_required(error: &anyhow::Error) {
     assert!(
-        refused.await.is_err(),
-        "a client without a certificate was served over QUIC"
+        netdiv_tests::sut_client::is_certificate_refusal(&format!("{error:?}")),
+        "refused for another reason than the missing client certificate: {error:?}"
     );
 }
 
