@@ -9,8 +9,23 @@ cd "$(dirname "$0")/.."
 # error themselves if it fails.
 bash deploy/llm/llama-cpp.sh >/dev/null 2>&1 &
 llama_cpp=$!
+
+# The programs the tests drive, built before any test starts: the same
+# builds the tests would start on first use (tests/src/binaries.rs), which
+# on a fresh machine take minutes and would otherwise run inside the first
+# tests' time, where the hang guard (.config/nextest.toml) would count them.
+prebuild() {
+  cargo build --release -p loadgen-node --bin loadgen-node -p sut-node --bin sut-node
+  cargo build --release -p loadgen-node --bin loadgen-node --features loadgen-node/official \
+    --target-dir target/official
+  for round in "" v5.1 v5.0; do
+    bash tests/official/fetch-build.sh $round >/dev/null
+  done
+}
+
 status=0
 if command -v cargo-nextest >/dev/null 2>&1; then
+  prebuild
   cargo nextest run --workspace --no-fail-fast || status=$?
 elif [ -n "${CI:-}" ]; then
   # Without nextest the test groups of .config/nextest.toml (machine-wide
@@ -22,6 +37,7 @@ elif [ -n "${CI:-}" ]; then
 else
   echo "run-all.sh: cargo-nextest is missing: running cargo test, without the test" >&2
   echo "  groups that keep timing-sensitive tests apart and without the hang guard" >&2
+  prebuild
   cargo test --workspace --no-fail-fast || status=$?
 fi
 wait "$llama_cpp" || true

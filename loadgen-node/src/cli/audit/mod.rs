@@ -33,8 +33,9 @@ pub enum Outcome {
     Pass,
     /// It showed the opposite, or could not show it: why.
     Fail(String),
-    /// It was not run here: why, and what would run it.
-    Skipped(String),
+    /// It was not run here: why, and what would run it. An audit with a
+    /// step not run is incomplete, never passed.
+    NotRun(String),
 }
 
 /// One step of the demonstration.
@@ -71,7 +72,7 @@ impl Step {
         match &self.outcome {
             Outcome::Pass => println!("      PASS"),
             Outcome::Fail(why) => println!("      FAIL: {why}"),
-            Outcome::Skipped(why) => println!("      SKIPPED: {why}"),
+            Outcome::NotRun(why) => println!("      NOT RUN: {why}"),
         }
     }
 
@@ -79,7 +80,7 @@ impl Step {
         let (outcome, why) = match &self.outcome {
             Outcome::Pass => ("pass", None),
             Outcome::Fail(why) => ("fail", Some(why)),
-            Outcome::Skipped(why) => ("skipped", Some(why)),
+            Outcome::NotRun(why) => ("not run", Some(why)),
         };
         json!({"id": self.id, "proves": self.proves, "rule": self.rule,
                "lines": self.lines, "outcome": outcome, "why": why})
@@ -118,25 +119,76 @@ pub fn command(args: &AuditArgs) -> Result<()> {
         step.print(i + 1, all.len());
         done.push(step);
     }
-    let failed: Vec<&str> = done
-        .iter()
-        .filter(|s| matches!(s.outcome, Outcome::Fail(_)))
-        .map(|s| s.id)
-        .collect();
+    let verdict = Verdict::of(&done);
     let record = json!({
         "nodes": args.run.network.sut_node.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "steps": done.iter().map(Step::json).collect::<Vec<_>>(),
-        "passed": failed.is_empty(),
+        "verdict": verdict.word(),
+        "passed": verdict == Verdict::Passed,
+        "failed": ids_where(&done, |o| matches!(o, Outcome::Fail(_))),
+        "not_run": ids_where(&done, |o| matches!(o, Outcome::NotRun(_))),
     });
     let path = audit_dir.join("audit.json");
     std::fs::write(&path, serde_json::to_string_pretty(&record)? + "\n")
         .with_context(|| format!("cannot write {}", path.display()))?;
     println!("\nAudit record: {}", path.display());
-    if !failed.is_empty() {
-        bail!("the audit failed: {}", failed.join(", "));
+    match verdict {
+        Verdict::Passed => {
+            println!("PASSED: every step ran and passed.");
+            Ok(())
+        }
+        Verdict::Failed => bail!(
+            "the audit FAILED: {}",
+            ids_where(&done, |o| matches!(o, Outcome::Fail(_))).join(", ")
+        ),
+        Verdict::Incomplete => bail!(
+            "the audit is INCOMPLETE, not passed: {} did not run (each says why above)",
+            ids_where(&done, |o| matches!(o, Outcome::NotRun(_))).join(", ")
+        ),
     }
-    println!("Every step passed or was skipped as noted.");
-    Ok(())
+}
+
+/// The audit's overall verdict.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Verdict {
+    /// Every step ran and passed.
+    Passed,
+    /// A step failed.
+    Failed,
+    /// None failed, but a step did not run: nothing is shown for it.
+    Incomplete,
+}
+
+impl Verdict {
+    fn of(steps: &[Step]) -> Verdict {
+        if steps.iter().any(|s| matches!(s.outcome, Outcome::Fail(_))) {
+            Verdict::Failed
+        } else if steps
+            .iter()
+            .any(|s| matches!(s.outcome, Outcome::NotRun(_)))
+        {
+            Verdict::Incomplete
+        } else {
+            Verdict::Passed
+        }
+    }
+
+    fn word(self) -> &'static str {
+        match self {
+            Verdict::Passed => "passed",
+            Verdict::Failed => "failed",
+            Verdict::Incomplete => "incomplete",
+        }
+    }
+}
+
+/// The ids of the steps whose outcome matches.
+fn ids_where(steps: &[Step], matches: impl Fn(&Outcome) -> bool) -> Vec<&'static str> {
+    steps
+        .iter()
+        .filter(|s| matches(&s.outcome))
+        .map(|s| s.id)
+        .collect()
 }
 
 /// Flags of `audit` that a child `run` must not get.
@@ -219,4 +271,30 @@ const USER_CONF: &str = "\
 /// Where the audit's runs go.
 fn run_dir(audit_dir: &Path, name: &str) -> PathBuf {
     audit_dir.join(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(outcome: Outcome) -> Step {
+        let mut step = Step::new("x", "", "");
+        step.outcome = outcome;
+        step
+    }
+
+    #[test]
+    fn an_audit_passes_only_when_every_step_ran_and_passed() {
+        let pass = || step(Outcome::Pass);
+        let not_run = || step(Outcome::NotRun("no --inference".into()));
+        let fail = || step(Outcome::Fail("TEST FAIL".into()));
+        assert_eq!(Verdict::of(&[pass(), pass()]), Verdict::Passed);
+        assert_eq!(Verdict::of(&[pass(), not_run()]), Verdict::Incomplete);
+        assert_eq!(Verdict::of(&[not_run(), fail()]), Verdict::Failed);
+        assert_eq!(Verdict::of(&[]), Verdict::Passed);
+        assert_eq!(
+            step(Outcome::NotRun("why".into())).json()["outcome"],
+            "not run"
+        );
+    }
 }

@@ -173,7 +173,7 @@ pub fn partition(ctx: &Context) -> Step {
         "Network division: Name() must not return before its round trip over the network completes; queries and responses cross the network",
     );
     let (Some(cut), Some(heal)) = (&ctx.args.partition_cmd, &ctx.args.heal_cmd) else {
-        step.outcome = Outcome::Skipped(
+        step.outcome = Outcome::NotRun(
             "give --partition-cmd and --heal-cmd (e.g. iptables -I/-D OUTPUT -d \"$NODE_HOST\" -j DROP)".into(),
         );
         return step;
@@ -252,7 +252,7 @@ pub fn wire(ctx: &Context) -> Step {
     let relays = match ctx.relays(Duration::ZERO) {
         Ok(r) => r,
         Err(why) => {
-            step.outcome = Outcome::Skipped(why);
+            step.outcome = Outcome::NotRun(why);
             return step;
         }
     };
@@ -337,7 +337,7 @@ pub fn delay(ctx: &Context) -> Step {
     {
         Ok(r) => r,
         Err(why) => {
-            step.outcome = Outcome::Skipped(why);
+            step.outcome = Outcome::NotRun(why);
             return step;
         }
     };
@@ -379,7 +379,7 @@ pub fn test04(ctx: &Context) -> Step {
         "General rules: caching of queries, inference data or responses is prohibited (compliance TEST04)",
     );
     let Some(inference) = &ctx.args.inference else {
-        step.outcome = Outcome::Skipped(
+        step.outcome = Outcome::NotRun(
             "give --inference DIR (or NETDIV_INFERENCE_REPO): a mlcommons/inference checkout with compliance/TEST04".into(),
         );
         return step;
@@ -443,6 +443,7 @@ pub fn report(ctx: &Context) -> Step {
         "Submission: logs and the system's network (NICs, fabric, codecs) are reported",
     );
     let mut found = 0;
+    let mut missing = Vec::new();
     let mut entries: Vec<_> = std::fs::read_dir(&ctx.audit_dir)
         .map(|d| d.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
@@ -456,15 +457,22 @@ pub fn report(ctx: &Context) -> Step {
         if run.join("mlperf_log_summary.txt").is_file() {
             found += 1;
             let report = run.join(crate::cli::report::FILE);
-            step.lines.push(if report.is_file() {
-                report.display().to_string()
+            if report.is_file() {
+                step.lines.push(report.display().to_string());
             } else {
-                format!("{} (logs; no report)", run.display())
-            });
+                step.lines
+                    .push(format!("{} (logs; no report)", run.display()));
+                missing.push(run.display().to_string());
+            }
         }
     }
     if found == 0 {
-        step.outcome = Outcome::Skipped("no run was made".into());
+        step.outcome = Outcome::NotRun("no run was made".into());
+    } else if !missing.is_empty() {
+        fail(
+            &mut step,
+            format!("runs without a report: {}", missing.join(", ")),
+        );
     }
     step
 }

@@ -270,6 +270,8 @@ mod tests {
         let (first, total) = (first_at.unwrap(), start.elapsed());
         assert!(first >= Duration::from_millis(5), "{first:?}");
         assert!(total >= Duration::from_millis(20), "{total:?}");
-        assert!(total < Duration::from_millis(500), "{total:?}");
+        // Four 5 ms steps that slept much longer would be a stuck clock;
+        // a busy 2-CPU machine can add a second, not more.
+        assert!(total < Duration::from_secs(2), "{total:?}");
     }
 }
