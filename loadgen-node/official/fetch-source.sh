@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Fetches the official MLPerf LoadGen source (the PyPI sdist of
-# mlcommons-loadgen at a version pinned in ./releases), verifies its sha256
-# and unpacks it into a cache outside the repository. Nothing official is
-# ever committed.
+# mlcommons-loadgen at a version pinned in ./releases), verifies its sha256,
+# unpacks it into a cache outside the repository and, every time, checks
+# that the unpacked files are still the sdist's. Nothing official is ever
+# committed.
 #
 # Usage: fetch-source.sh [ROUND|VERSION]   (default: the last line of
 #        ./releases, the current round; e.g. v5.1 or 5.1.2)
@@ -71,6 +72,20 @@ if [[ ! -f $src/loadgen.h ]]; then
     || die "unexpected sdist layout: no mlcommons_loadgen-$VERSION/loadgen.h"
   rm -rf "$src"
   mv "$tmp/unpack/mlcommons_loadgen-$VERSION" "$src"
+fi
+
+# 3. Unaltered: every file of the sdist is byte for byte the same in the
+# unpacked sources, each time they are handed out (the build reads them
+# there, so an edit in the cache would be compiled otherwise). Files the
+# build adds are not in the archive and are not compared; owners, modes
+# and times are not contents, and the archive's top folder, stripped, has
+# no name of its own to compare.
+differences=$(tar --diff -zf "$sdist" -C "$src" --strip-components=1 2>&1 \
+  | grep -v -e 'Mod time differs' -e 'Mode differs' -e 'Uid differs' -e 'Gid differs' \
+    -e '^tar: : Warning: Cannot stat' || true)
+if [[ -n $differences ]]; then
+  die "the unpacked sources in $src are not the pinned sdist's (delete $src to unpack it again):
+$(echo "$differences" | head -n 10)"
 fi
 
 echo "$src"

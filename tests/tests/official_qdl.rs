@@ -197,3 +197,69 @@ fn server_matches_under_both_engines() -> Result<()> {
 fn single_stream_matches_under_both_engines() -> Result<()> {
     compare("SingleStream")
 }
+
+/// Runs `loadgen-node/official/fetch-source.sh` (the current round) with
+/// its cache at `cache` (the default cache when `None`): its exit status,
+/// stdout and stderr.
+fn fetch_source(cache: Option<&Path>) -> Result<(bool, String, String)> {
+    let script = netdiv_tests::workspace_root().join("loadgen-node/official/fetch-source.sh");
+    let mut command = std::process::Command::new("bash");
+    command.arg(&script);
+    if let Some(cache) = cache {
+        command.env("NETDIV_OFFICIAL_CACHE", cache);
+    }
+    let out = command.output()?;
+    Ok((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    ))
+}
+
+/// The official LoadGen is compiled unaltered (rules: LoadGen): the
+/// sources handed to the build are the pinned sdist's, byte for byte,
+/// every time. An edited source file in the cache, or a sdist whose
+/// sha256 is not the pinned one, is refused.
+#[test]
+fn the_official_sources_are_the_pinned_sdist_unaltered() -> Result<()> {
+    let (ok, src, stderr) = fetch_source(None)?;
+    ensure!(ok, "fetch-source.sh failed:\n{stderr}");
+    let src = Path::new(&src);
+    let release = src.parent().context("the source's release folder")?;
+    let version = release
+        .file_name()
+        .and_then(|n| n.to_str())
+        .context("a version folder")?;
+    let sdist_name = format!("mlcommons_loadgen-{version}.tar.gz");
+    // A cache of the test's own, holding only the downloaded sdist.
+    let dir = test_dir("official-sources")?;
+    let cache = dir.join(version);
+    std::fs::create_dir_all(&cache)?;
+    std::fs::copy(release.join(&sdist_name), cache.join(&sdist_name))?;
+    let (ok, own_src, stderr) = fetch_source(Some(&dir))?;
+    ensure!(
+        ok && Path::new(&own_src).join("loadgen.cc").is_file(),
+        "{stderr}"
+    );
+    // One edited file is refused, and named.
+    let edited = Path::new(&own_src).join("loadgen.cc");
+    let mut text = std::fs::read(&edited)?;
+    text.extend_from_slice(b"\n// edited\n");
+    std::fs::write(&edited, text)?;
+    let (ok, _, stderr) = fetch_source(Some(&dir))?;
+    ensure!(
+        !ok && stderr.contains("not the pinned sdist's") && stderr.contains("loadgen.cc"),
+        "an edited loadgen.cc was handed to the build:\n{stderr}"
+    );
+    // A sdist that is not the pinned one is refused.
+    std::fs::remove_dir_all(&own_src)?;
+    let mut sdist = std::fs::read(cache.join(&sdist_name))?;
+    sdist.push(0);
+    std::fs::write(cache.join(&sdist_name), sdist)?;
+    let (ok, _, stderr) = fetch_source(Some(&dir))?;
+    ensure!(
+        !ok && stderr.contains("has sha256"),
+        "a sdist with another sha256 was unpacked:\n{stderr}"
+    );
+    Ok(())
+}

@@ -217,3 +217,130 @@ fn a() -> Result<()> {
     let lines: Vec<usize> = silent_skips(text).into_iter().map(|(n, _)| n).collect();
     assert_eq!(lines, vec![3, 4, 7]);
 }
+
+/// `file.rs::test` references in backticks (`file` bare or a path; `test`
+/// may hold `*`), with the line they are on.
+fn test_references(text: &str) -> Vec<(usize, String, String)> {
+    let mut found = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        for (i, span) in line.split('`').enumerate() {
+            if i % 2 == 0 {
+                continue; // outside backticks
+            }
+            let Some((file, name)) = span.split_once(".rs::") else {
+                continue;
+            };
+            let name: String = name
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '*')
+                .collect();
+            if !file.contains(' ') && !name.is_empty() {
+                found.push((n + 1, format!("{file}.rs"), name));
+            }
+        }
+    }
+    found
+}
+
+/// Whether `name` (with `*` for any run of characters) matches `text`.
+fn glob_matches(name: &str, text: &str) -> bool {
+    let parts: Vec<&str> = name.split('*').collect();
+    if parts.len() == 1 {
+        return name == text;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !text.starts_with(first) || !text.ends_with(last) || text.len() < first.len() + last.len() {
+        return false;
+    }
+    let mut rest = &text[first.len()..text.len() - last.len()];
+    for part in &parts[1..parts.len() - 1] {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+/// The function names defined in a Rust source.
+fn function_names(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let l = l.strip_prefix("pub ").unwrap_or(l);
+            let l = l.strip_prefix("async ").unwrap_or(l);
+            l.strip_prefix("fn ")
+        })
+        .map(|rest| {
+            rest.chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect()
+        })
+        .collect()
+}
+
+/// Every `file.rs::test` the docs and the README cite names a test that
+/// exists, so a rename cannot leave a rule "shown by" nothing.
+#[test]
+fn every_test_the_docs_cite_exists() {
+    let root = workspace_root();
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .expect("docs/")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.push(root.join("README.md"));
+    let mut all_sources = Vec::new();
+    for dir in ["proto", "qdl", "sut-node", "loadgen-node", "tests"] {
+        rust_files(&root.join(dir), &mut all_sources);
+    }
+    let (mut cited, mut missing) = (0, Vec::new());
+    for doc in &docs {
+        let text = std::fs::read_to_string(doc).expect("readable doc");
+        for (line, file, name) in test_references(&text) {
+            cited += 1;
+            let path = if file.contains('/') {
+                Some(root.join(&file))
+            } else if root.join("tests/tests").join(&file).is_file() {
+                Some(root.join("tests/tests").join(&file))
+            } else {
+                let named: Vec<&PathBuf> = all_sources
+                    .iter()
+                    .filter(|p| p.file_name().is_some_and(|n| n == file.as_str()))
+                    .collect();
+                (named.len() == 1).then(|| named[0].clone())
+            };
+            let exists = path
+                .and_then(|p| std::fs::read_to_string(p).ok())
+                .is_some_and(|src| function_names(&src).iter().any(|f| glob_matches(&name, f)));
+            if !exists {
+                missing.push(format!("{}:{line}: {file}::{name}", doc.display()));
+            }
+        }
+    }
+    assert!(cited > 40, "only {cited} test references found in the docs");
+    assert!(
+        missing.is_empty(),
+        "the docs cite tests that do not exist:\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn test_references_and_globs_are_read_as_written() {
+    let refs = test_references("see `network.rs::*_all_scenarios` and `a/b.rs::x_y` (`c.rs`)");
+    assert_eq!(
+        refs,
+        vec![
+            (1, "network.rs".to_string(), "*_all_scenarios".to_string()),
+            (1, "a/b.rs".to_string(), "x_y".to_string())
+        ]
+    );
+    assert!(glob_matches(
+        "*_all_scenarios",
+        "grpc_two_nodes_all_scenarios"
+    ));
+    assert!(!glob_matches("*_all_scenarios", "grpc_two_nodes"));
+    assert!(glob_matches("a*c*e", "abcde"));
+    assert!(!glob_matches("exact", "exactly"));
+}
