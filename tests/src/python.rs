@@ -1,5 +1,6 @@
 //! A Python for the official tools: the compliance verification needs
-//! numpy and the checker PyYAML. The system `python3` if it has them,
+//! numpy and the checker PyYAML; the data-set tests write the reference
+//! formats with pandas. The system `python3` if it has them,
 //! else a virtual environment in the cache (`~/.cache/netdiv/python`),
 //! made once with pip, so a fresh machine needs nothing by hand.
 
@@ -11,7 +12,7 @@ use std::sync::OnceLock;
 use anyhow::{anyhow, bail, Context, Result};
 
 /// The modules the official tools import beyond the standard library.
-const MODULES: &str = "import numpy, yaml";
+const MODULES: &str = "import numpy, yaml, pandas";
 
 fn has_modules(python: &std::path::Path) -> bool {
     Command::new(python)
@@ -20,7 +21,7 @@ fn has_modules(python: &std::path::Path) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// A Python 3 with numpy and PyYAML (set up on first use).
+/// A Python 3 with numpy, PyYAML and pandas (set up on first use).
 pub fn python_for_official_tools() -> Result<PathBuf> {
     static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     PYTHON
@@ -72,11 +73,16 @@ fn set_up() -> Result<PathBuf> {
         "create a Python virtual environment",
     )?;
     run(
-        Command::new(&python).args(["-m", "pip", "install", "--quiet", "numpy", "pyyaml"]),
-        "pip install numpy pyyaml",
+        Command::new(&python).args([
+            "-m", "pip", "install", "--quiet", "numpy", "pyyaml", "pandas",
+        ]),
+        "pip install numpy pyyaml pandas",
     )?;
     if !has_modules(&python) {
-        bail!("{} still cannot import numpy and yaml", python.display());
+        bail!(
+            "{} still cannot import numpy, yaml and pandas",
+            python.display()
+        );
     }
     Ok(python)
 }

@@ -5,6 +5,7 @@
 //! LoadGen does not time; a query then only hands out bytes already in the
 //! form they travel in.
 
+pub mod dataset;
 pub mod npy;
 pub mod synthetic;
 
@@ -97,6 +98,9 @@ pub enum SampleSource {
         /// Seed of the sizes and the data.
         seed: u64,
     },
+    /// A reference implementation's preprocessed data set (token-id
+    /// prompts of an LLM, 3D-UNet's volumes).
+    Dataset(dataset::Dataset),
     /// One .npy file per sample, sample i = i-th file in name order.
     NpyDir {
         /// The folder.
@@ -121,6 +125,9 @@ pub enum SampleError {
     /// A `.npy` file is malformed.
     #[error(transparent)]
     Npy(#[from] NpyError),
+    /// A data set file is not what its reference writes.
+    #[error(transparent)]
+    Dataset(#[from] dataset::DatasetError),
     /// The folder holds no `.npy` file.
     #[error("no .npy files in {}", .0.display())]
     NoSamples(PathBuf),
@@ -192,6 +199,16 @@ impl SampleSource {
         }
     }
 
+    /// The data at `path`: a reference data set ([`dataset`]: a token-id
+    /// pickle or JSON file, 3D-UNet's preprocessed folder), else a folder
+    /// of `.npy` files.
+    pub fn from_path(path: &Path) -> Result<SampleSource, SampleError> {
+        match dataset::open(path)? {
+            Some(data) => Ok(SampleSource::Dataset(data)),
+            None => SampleSource::npy_dir(path),
+        }
+    }
+
     /// The `*.npy` files of `dir`, in file-name order (byte order: name them
     /// with zero-padded numbers so that `10.npy` follows `9.npy`).
     pub fn npy_dir(dir: &Path) -> Result<SampleSource, SampleError> {
@@ -224,6 +241,7 @@ impl SampleSource {
             SampleSource::Synthetic { .. }
             | SampleSource::Prompts { .. }
             | SampleSource::Volumes { .. } => None,
+            SampleSource::Dataset(data) => Some(data.count()),
             SampleSource::NpyDir { files, .. } => Some(files.len()),
         }
     }
@@ -260,6 +278,15 @@ impl SampleSource {
                 *seed,
                 index,
             )),
+            SampleSource::Dataset(data) => {
+                if index >= data.count() {
+                    return Err(SampleError::IndexOutOfRange {
+                        index,
+                        count: data.count(),
+                    });
+                }
+                Ok(data.read(index)?.to_vec())
+            }
             SampleSource::NpyDir { files, .. } => {
                 let path = files.get(index).ok_or(SampleError::IndexOutOfRange {
                     index,
@@ -286,6 +313,7 @@ impl SampleSource {
                 "synthetic {dtype} volumes of 1 x {}..={} x {:?} (mean {} slices)",
                 profile.slices.min, profile.slices.max, profile.slice, profile.slices.mean
             ),
+            SampleSource::Dataset(data) => data.describe(),
             SampleSource::NpyDir { dir, files } => {
                 let plural = if files.len() == 1 { "" } else { "s" };
                 format!("{} .npy file{plural} in {}", files.len(), dir.display())
