@@ -444,6 +444,7 @@ impl Node {
             response_codec: s.response_codec.to_proto() as i32,
             benchmark: s.benchmark.to_string(),
             host_id: crate::nic::host_identity(),
+            host: Some(crate::nic::host()),
             cpu_latency_us: crate::cpu_latency::held_micros(),
         }
     }

@@ -276,6 +276,9 @@ fn node_info() -> pb::NodeInfo {
             mac: "02:00:00:00:00:01".into(),
             state: "up".into(),
             addresses: vec!["10.0.0.2/24".into()],
+            kind: "device".into(),
+            lower: Vec::new(),
+            backed: true,
         }],
         codecs: vec![pb::Codec::None as i32, pb::Codec::Lz4 as i32],
         hostname: "sut-1".into(),
@@ -289,6 +292,12 @@ fn node_info() -> pb::NodeInfo {
         benchmark: "resnet50".into(),
         host_id: "abc".into(),
         cpu_latency_us: Some(0),
+        host: Some(pb::HostIdentity {
+            machine_id: "m".into(),
+            boot_id: "b".into(),
+            product_uuid: "u".into(),
+            netns: "net:[1]".into(),
+        }),
     }
 }
 
