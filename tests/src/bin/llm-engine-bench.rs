@@ -239,6 +239,8 @@ fn run(mut cli: Cli) -> Result<String> {
         max_tokens: cli.answer_tokens,
         ignore_eos: false,
         stop_token_ids: Vec::new(),
+        // As a node asks: no prompt reused across requests.
+        cache_prompt: false,
     };
     let client = Arc::new(EngineClient::new(
         &engine.url,

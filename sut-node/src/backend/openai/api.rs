@@ -76,6 +76,10 @@ pub struct Generation {
     pub ignore_eos: bool,
     /// Token ids that end an answer besides the model's own end token.
     pub stop_token_ids: Vec<u32>,
+    /// Let the engine reuse a cached prompt prefix (llama.cpp's
+    /// `cache_prompt`, on by default in the engine; the rules forbid
+    /// caching across queries, so the node sends `false` unless told).
+    pub cache_prompt: bool,
 }
 
 /// The body of a streamed, greedy completion of `prompt`. Sampling is
@@ -92,6 +96,7 @@ pub fn request_body(api: EngineApi, generation: &Generation, prompt: &[u32]) -> 
             "top_k": 1,
             "repeat_penalty": 1.0,
             "ignore_eos": g.ignore_eos,
+            "cache_prompt": g.cache_prompt,
         }),
         EngineApi::Vllm => json!({
             "model": g.model,
@@ -243,81 +248,103 @@ impl StreamReader {
             return Err(EventError::Engine(shorten(message)));
         }
         let event = match self.api {
-            EngineApi::LlamaCpp => {
-                let tokens = ids(&value, "tokens", self.api, data)?;
-                let last = value.get("stop").and_then(Value::as_bool) == Some(true);
-                let predicted = value.get("tokens_predicted").and_then(Value::as_u64);
-                let streamed = self.received + tokens.len();
-                match predicted {
-                    Some(predicted) if last && predicted != streamed as u64 => {
-                        return Err(EventError::Withheld {
-                            predicted,
-                            streamed,
-                        })
-                    }
-                    _ => Event { tokens, last },
+            EngineApi::LlamaCpp => self.llama_cpp_event(&value, data)?,
+            EngineApi::Vllm | EngineApi::Trtllm => self.openai_event(&value, data)?,
+            EngineApi::Sglang => match self.sglang_event(&value, data)? {
+                SglangEvent::Cumulative(event) => event,
+                SglangEvent::Incremental(event) => {
+                    // Only the new ids: counted as they are.
+                    self.received += event.tokens.len();
+                    self.ended |= event.last;
+                    return Ok(event);
                 }
-            }
-            EngineApi::Vllm | EngineApi::Trtllm => {
-                let choice = value
-                    .get("choices")
-                    .and_then(|c| c.get(0))
-                    .unwrap_or(&Value::Null);
-                if choice.is_null() && value.get("usage").is_some() {
-                    // The usage event (stream_options.include_usage).
-                    Event::default()
-                } else {
-                    let finish = choice.get("finish_reason").filter(|r| !r.is_null());
-                    if let Some(reason) = finish.filter(|r| r.as_str() == Some("abort")) {
-                        return Err(EventError::Engine(format!(
-                            "it aborted the answer ({reason})"
-                        )));
-                    }
-                    Event {
-                        tokens: ids(choice, "token_ids", self.api, data)?,
-                        last: finish.is_some(),
-                    }
-                }
-            }
-            EngineApi::Sglang => {
-                let all = ids(&value, "output_ids", self.api, data)?;
-                let finish = value
-                    .pointer("/meta_info/finish_reason")
-                    .filter(|r| !r.is_null());
-                if let Some(reason) = finish.filter(|r| r["type"] == "abort") {
-                    return Err(EventError::Engine(format!(
-                        "it aborted the answer ({reason})"
-                    )));
-                }
-                let last = finish.is_some();
-                let counted = value
-                    .pointer("/meta_info/completion_tokens")
-                    .and_then(Value::as_u64);
-                if counted.is_some_and(|n| n as usize != all.len()) {
-                    // Incremental output: only the new ids.
-                    self.received += all.len();
-                    if last {
-                        self.ended = true;
-                    }
-                    return Ok(Event { tokens: all, last });
-                }
-                if all.len() < self.received {
-                    return Err(EventError::Shrank {
-                        before: self.received,
-                        now: all.len(),
-                    });
-                }
-                Event {
-                    tokens: all[self.received..].to_vec(),
-                    last,
-                }
-            }
+            },
         };
         self.received += event.tokens.len();
         if event.last {
             self.ended = true;
         }
         Ok(event)
+    }
+}
+
+/// An SGLang event, by how its `output_ids` count.
+enum SglangEvent {
+    /// Every id so far (the default).
+    Cumulative(Event),
+    /// Only the new ones (`--incremental-streaming-output`).
+    Incremental(Event),
+}
+
+impl StreamReader {
+    /// llama.cpp's `/completion` event: `tokens` are the new ids; at
+    /// `stop`, `tokens_predicted` must equal every id streamed.
+    fn llama_cpp_event(&self, value: &Value, data: &str) -> Result<Event, EventError> {
+        let tokens = ids(value, "tokens", self.api, data)?;
+        let last = value.get("stop").and_then(Value::as_bool) == Some(true);
+        let predicted = value.get("tokens_predicted").and_then(Value::as_u64);
+        let streamed = self.received + tokens.len();
+        match predicted {
+            Some(predicted) if last && predicted != streamed as u64 => Err(EventError::Withheld {
+                predicted,
+                streamed,
+            }),
+            _ => Ok(Event { tokens, last }),
+        }
+    }
+
+    /// An OpenAI completions event (vLLM, TensorRT-LLM): the first choice's
+    /// new `token_ids`, the last one with a `finish_reason`.
+    fn openai_event(&self, value: &Value, data: &str) -> Result<Event, EventError> {
+        let choice = value
+            .get("choices")
+            .and_then(|c| c.get(0))
+            .unwrap_or(&Value::Null);
+        if choice.is_null() && value.get("usage").is_some() {
+            // The usage event (stream_options.include_usage).
+            return Ok(Event::default());
+        }
+        let finish = choice.get("finish_reason").filter(|r| !r.is_null());
+        if let Some(reason) = finish.filter(|r| r.as_str() == Some("abort")) {
+            return Err(EventError::Engine(format!(
+                "it aborted the answer ({reason})"
+            )));
+        }
+        Ok(Event {
+            tokens: ids(choice, "token_ids", self.api, data)?,
+            last: finish.is_some(),
+        })
+    }
+
+    /// SGLang's `/generate` event: `output_ids` are every id so far, or
+    /// only the new ones when `meta_info.completion_tokens` says so.
+    fn sglang_event(&self, value: &Value, data: &str) -> Result<SglangEvent, EventError> {
+        let all = ids(value, "output_ids", self.api, data)?;
+        let finish = value
+            .pointer("/meta_info/finish_reason")
+            .filter(|r| !r.is_null());
+        if let Some(reason) = finish.filter(|r| r["type"] == "abort") {
+            return Err(EventError::Engine(format!(
+                "it aborted the answer ({reason})"
+            )));
+        }
+        let last = finish.is_some();
+        let counted = value
+            .pointer("/meta_info/completion_tokens")
+            .and_then(Value::as_u64);
+        if counted.is_some_and(|n| n as usize != all.len()) {
+            return Ok(SglangEvent::Incremental(Event { tokens: all, last }));
+        }
+        if all.len() < self.received {
+            return Err(EventError::Shrank {
+                before: self.received,
+                now: all.len(),
+            });
+        }
+        Ok(SglangEvent::Cumulative(Event {
+            tokens: all[self.received..].to_vec(),
+            last,
+        }))
     }
 }
 
@@ -362,6 +389,7 @@ mod tests {
             max_tokens: 7,
             ignore_eos: false,
             stop_token_ids: vec![2],
+            cache_prompt: false,
         }
     }
 
@@ -371,6 +399,8 @@ mod tests {
         assert_eq!(llama["prompt"], json!([5, 6]));
         assert_eq!(llama["n_predict"], 7);
         assert_eq!(llama["top_k"], 1);
+        // No prompt reused across queries unless the config says so.
+        assert_eq!(llama["cache_prompt"], false);
         let trtllm = request_body(EngineApi::Trtllm, &generation(), &[5]);
         assert_eq!(trtllm["detokenize"], false);
         assert!(trtllm.get("return_token_ids").is_none());

@@ -273,7 +273,85 @@ impl EngineClient {
         }
         Ok(serde_json::from_str(&body).unwrap_or(Value::Null))
     }
+}
 
+/// What the start check found of the engine's prompt cache.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CacheCheck {
+    /// Whether a repeated prompt came back markedly faster than a fresh
+    /// one of the same length: the engine reused what it cached.
+    pub caches: bool,
+    /// The times that show it.
+    pub evidence: String,
+}
+
+/// Tokens of the cache check's prompts: enough that their prefill takes
+/// measurable time on any engine, few enough for any context.
+const CACHE_CHECK_TOKENS: u64 = 512;
+
+/// A prompt of `CACHE_CHECK_TOKENS` ids below 100 (valid for any
+/// vocabulary) that no earlier request sent: its ids come from `seed`.
+fn unseen_prompt(seed: u64) -> Vec<u32> {
+    let mut state = seed;
+    (0..CACHE_CHECK_TOKENS)
+        .map(|_| {
+            // splitmix64
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            1 + ((z ^ (z >> 31)) % 99) as u32
+        })
+        .collect()
+}
+
+/// Whether a repeat that took `repeat` to its first token, against a fresh
+/// prompt's `fresh`, came from a cache: under half the time.
+pub fn answered_from_cache(repeat: Duration, fresh: Duration) -> bool {
+    repeat * 2 < fresh
+}
+
+impl EngineClient {
+    /// Time to the first token of a one-token answer to `prompt`.
+    fn time_to_first_token(&self, prompt: &[u32]) -> Result<Duration, AnswerError> {
+        let generation = Generation {
+            max_tokens: 1,
+            ..self.generation.clone()
+        };
+        let start = Instant::now();
+        let mut first = None;
+        self.block_on(self.answer_with(&generation, prompt, |_| {
+            first = Some(start.elapsed());
+        }))?;
+        Ok(first.unwrap_or_else(|| start.elapsed()))
+    }
+
+    /// Does the engine answer a repeated prompt from a cache? One prompt
+    /// twice (the first fills any cache), then a fresh one of the same
+    /// length: a repeat that comes back in under half the fresh one's time
+    /// to first token was not computed again.
+    pub fn check_prompt_cache(&self) -> Result<CacheCheck, AnswerError> {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(7, |d| d.as_nanos() as u64);
+        let prompt = unseen_prompt(seed);
+        self.time_to_first_token(&prompt)?;
+        let repeat = self.time_to_first_token(&prompt)?;
+        let fresh = self.time_to_first_token(&unseen_prompt(seed ^ 0x5555))?;
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        Ok(CacheCheck {
+            caches: answered_from_cache(repeat, fresh),
+            evidence: format!(
+                "a repeated {CACHE_CHECK_TOKENS}-token prompt took {:.1} ms to its first token, \
+                 a fresh one {:.1} ms",
+                ms(repeat),
+                ms(fresh)
+            ),
+        })
+    }
+}
+
+impl EngineClient {
     /// A short answer to a one-token prompt must come back as token ids.
     pub fn probe(&self) -> Result<(), AnswerError> {
         let generation = Generation {

@@ -67,6 +67,23 @@ pub struct OpenaiConfig {
     /// Longest wait for the engine to answer at start (it may be loading
     /// its model), in seconds.
     pub startup_timeout_s: f64,
+    /// `off` (the default): the node asks the engine not to reuse cached
+    /// prompts where its API has a switch (llama.cpp's `cache_prompt`);
+    /// `engine-default`: it sends nothing (for trying a caching engine).
+    /// Either way the node checks at start whether a repeated prompt comes
+    /// back markedly faster, and says so in its Info.
+    pub prompt_cache: PromptCache,
+}
+
+/// Whether the node asks the engine not to reuse cached prompts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PromptCache {
+    /// Ask the engine not to (the rules forbid caching across queries).
+    #[default]
+    Off,
+    /// Leave the engine's own default (llama.cpp caches).
+    EngineDefault,
 }
 
 impl Default for OpenaiConfig {
@@ -85,6 +102,7 @@ impl Default for OpenaiConfig {
             first_token_timeout_s: 120.0,
             token_timeout_s: 60.0,
             startup_timeout_s: 600.0,
+            prompt_cache: PromptCache::Off,
         }
     }
 }
@@ -232,6 +250,8 @@ pub struct OpenaiBackend {
     model: String,
     /// The engine's version, where it says.
     version: Option<String>,
+    /// What the start check found of its prompt cache.
+    cache: client::CacheCheck,
 }
 
 impl std::fmt::Debug for OpenaiBackend {
@@ -252,6 +272,7 @@ impl OpenaiBackend {
             max_tokens: config.max_tokens_for(benchmark),
             ignore_eos: config.ignore_eos,
             stop_token_ids: config.stop_token_ids.clone(),
+            cache_prompt: config.prompt_cache == PromptCache::EngineDefault,
         };
         let mut client = EngineClient::new(&url, config.api, &config, generation)?;
         let identity = client.wait_ready(seconds(config.startup_timeout_s))?;
@@ -262,7 +283,24 @@ impl OpenaiBackend {
             api: config.api.name(),
             error,
         })?;
+        let cache = client
+            .check_prompt_cache()
+            .map_err(|error| OpenaiError::Probe {
+                url: url.clone(),
+                api: config.api.name(),
+                error,
+            })?;
+        if cache.caches {
+            tracing::warn!(
+                engine = %url,
+                "the engine reuses cached prompts across queries ({}); the rules forbid it, \
+                 and submission refuses this node (docs/llm.md: start the engine with prefix \
+                 caching off)",
+                cache.evidence
+            );
+        }
         Ok(Self {
+            cache,
             config,
             benchmark: *benchmark,
             token_ids,
@@ -302,7 +340,7 @@ impl OpenaiBackend {
         let c = &self.config;
         format!(
             "engine={} url={} model={} version={} max_tokens={} max_in_flight={} \
-             max_waiting={} http={} prompt={}-token-ids",
+             max_waiting={} http={} prompt={}-token-ids prefix cache: {} ({})",
             c.api.name(),
             c.url.as_deref().unwrap_or(""),
             self.model,
@@ -311,7 +349,9 @@ impl OpenaiBackend {
             c.max_in_flight,
             c.max_waiting,
             if c.http2 { "2" } else { "1.1" },
-            self.token_ids.name()
+            self.token_ids.name(),
+            if self.cache.caches { "ON" } else { "off" },
+            self.cache.evidence
         )
     }
 }
