@@ -14,11 +14,20 @@ llama_cpp=$!
 # builds the tests would start on first use (tests/src/binaries.rs), which
 # on a fresh machine take minutes and would otherwise run inside the first
 # tests' time, where the hang guard (.config/nextest.toml) would count them.
+# The tests are then pointed at them (tests/src/binaries.rs reads these
+# variables), so no test starts a cargo build of its own.
 prebuild() {
+  local target=${CARGO_TARGET_DIR:-target}
+  [[ $target == /* ]] || target=$PWD/$target
   cargo build --release -p loadgen-node --bin loadgen-node -p sut-node --bin sut-node
   cargo build --release -p loadgen-node --bin loadgen-node --features loadgen-node/official \
-    --target-dir target/official
-  for round in "" v5.1 v5.0; do
+    --target-dir "$target/official"
+  export NETDIV_LOADGEN_NODE=$target/release/loadgen-node
+  export NETDIV_SUT_NODE=$target/release/sut-node
+  export NETDIV_LOADGEN_NODE_OFFICIAL=$target/official/release/loadgen-node
+  NETDIV_OFFICIAL_DRIVER=$(bash tests/official/fetch-build.sh | tail -n 1)
+  export NETDIV_OFFICIAL_DRIVER
+  for round in v5.1 v5.0; do
     bash tests/official/fetch-build.sh $round >/dev/null
   done
 }

@@ -11,7 +11,9 @@
 //!   sut-node's backend in this process, the QDL over the network, and
 //!   (feature `official`) the same QDL under the official C++ LoadGen;
 //! * [`round`]: the MLPerf round a run is for, which picks the official
-//!   LoadGen release, the mlperf.conf and the Datacenter suite together.
+//!   LoadGen release, the mlperf.conf and the Datacenter suite together;
+//! * [`run_record`]: the typed record of a network run (`netdiv_run.json`)
+//!   that the run writes and the report, audit, submission and tests read.
 //!
 //! The engine knows nothing of networks; the network is the `qdl` crate's,
 //! behind [`sut::network`].
@@ -22,4 +24,5 @@
 
 pub mod engine;
 pub mod round;
+pub mod run_record;
 pub mod sut;

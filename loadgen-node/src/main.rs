@@ -18,7 +18,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => cli::run::command(&args),
         Command::Sysdesc(args) => cli::sysdesc::command(&args),
-        Command::Accuracy(args) => cli::score::command(&args),
+        Command::Accuracy(args) => cli::accuracy::command(&args),
         Command::Submission(args) => cli::submission::command(&args),
         Command::Check(args) => cli::submission::checker::command(&args),
         Command::Audit(args) => cli::audit::command(&args),

@@ -26,6 +26,15 @@ impl std::str::FromStr for DispatchPolicy {
     }
 }
 
+impl std::fmt::Display for DispatchPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::RoundRobin => "round-robin",
+            Self::LeastOutstanding => "least-outstanding",
+        })
+    }
+}
+
 /// The state a policy needs between decisions.
 #[derive(Debug)]
 pub struct Dispatcher {

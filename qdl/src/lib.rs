@@ -39,6 +39,7 @@ pub mod tls;
 
 pub use link::{Call, LinkError};
 pub use network::{
-    describe_nodes, Backoff, NetworkSut, NodeState, NodeStateChange, QdlConfig, QdlError, QdlStats,
+    defaults, describe_nodes, Backoff, NetworkSut, NodeState, NodeStateChange, QdlConfig, QdlError,
+    QdlStats,
 };
 pub use sink::{CompletionSink, Response};

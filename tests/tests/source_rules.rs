@@ -344,3 +344,178 @@ fn test_references_and_globs_are_read_as_written() {
     assert!(glob_matches("a*c*e", "abcde"));
     assert!(!glob_matches("exact", "exactly"));
 }
+
+/// The top-level folders of this repository: a backticked span in the
+/// docs that starts with one of them names a path of ours.
+const REPO_FOLDERS: [&str; 9] = [
+    "loadgen-node/",
+    "sut-node/",
+    "qdl/",
+    "proto/",
+    "deploy/",
+    "docs/",
+    "tests/",
+    ".ci/",
+    ".config/",
+];
+
+/// The repository paths a doc names in backticks, with their lines
+/// (`file.rs::test` names the file; placeholders such as `NAME`, `<x>`,
+/// `*` or `$VAR` are not paths).
+fn repo_paths(text: &str) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        for (i, span) in line.split('`').enumerate() {
+            if i % 2 == 0 || span.contains(' ') {
+                continue;
+            }
+            let path = span.split("::").next().unwrap_or(span);
+            let path = path.strip_prefix("./").unwrap_or(path);
+            // `file.rs:181` names a line of the file.
+            let path = match path.rsplit_once(':') {
+                Some((file, line)) if line.chars().all(|c| c.is_ascii_digit()) => file,
+                _ => path,
+            };
+            let placeholder = path.contains(['<', '{', '*', '$'])
+                || path.split('/').any(|part| {
+                    part.len() > 1 && part.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+                });
+            if REPO_FOLDERS.iter().any(|f| path.starts_with(f)) && !placeholder {
+                found.push((n + 1, path.trim_end_matches([':', ',', '.']).to_string()));
+            }
+        }
+    }
+    found
+}
+
+/// Every repository path docs/*.md and the README name exists.
+#[test]
+fn every_path_the_docs_name_exists() {
+    let root = workspace_root();
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .expect("docs/")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.push(root.join("README.md"));
+    let (mut named, mut missing) = (0, Vec::new());
+    for doc in &docs {
+        let text = std::fs::read_to_string(doc).expect("readable doc");
+        for (line, path) in repo_paths(&text) {
+            named += 1;
+            if !root.join(&path).exists() {
+                missing.push(format!("{}:{line}: {path}", doc.display()));
+            }
+        }
+    }
+    assert!(
+        named > 80,
+        "only {named} repository paths found in the docs"
+    );
+    assert!(
+        missing.is_empty(),
+        "the docs name paths that do not exist:\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn doc_paths_are_read_as_written() {
+    let text = "see `loadgen-node/src/cli/run/mod.rs`, `network.rs::x`, \
+                `tests/fuzz-regressions/TARGET/`, `docs/qdl.md::y` and `/etc/netdiv/`";
+    let paths: Vec<String> = repo_paths(text).into_iter().map(|(_, p)| p).collect();
+    assert_eq!(paths, ["loadgen-node/src/cli/run/mod.rs", "docs/qdl.md"]);
+}
+
+/// Functions of the engine that mirror the official LoadGen's C++ one for
+/// one (reading them side by side is worth their length).
+const MIRRORS_OF_THE_OFFICIAL_LOADGEN: [&str; 5] = [
+    "loadgen-node/src/engine/settings/config.rs::apply_config",
+    "loadgen-node/src/engine/logs/summary.rs::render",
+    "loadgen-node/src/engine/generate.rs::generate_queries",
+    "loadgen-node/src/engine/settings/effective.rs::new",
+    "loadgen-node/src/engine/start_test/peak.rs::find_peak_performance",
+];
+
+/// The longest a function outside tests may be.
+const MAX_FUNCTION_LINES: usize = 100;
+
+/// `(first line, name, lines)` of each function of `text` outside its
+/// `#[cfg(test)]` part: from its `fn` line to the closing brace at the
+/// same indentation.
+fn function_lengths(text: &str) -> Vec<(usize, String, usize)> {
+    let code = text.split("#[cfg(test)]").next().unwrap_or(text);
+    let lines: Vec<&str> = code.lines().collect();
+    let mut found = Vec::new();
+    for (n, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        let mut rest = trimmed;
+        for prefix in [
+            "pub(crate) ",
+            "pub(super) ",
+            "pub ",
+            "const ",
+            "async ",
+            "unsafe ",
+            "extern \"C\" ",
+        ] {
+            rest = rest.strip_prefix(prefix).unwrap_or(rest);
+        }
+        let Some(signature) = rest.strip_prefix("fn ") else {
+            continue;
+        };
+        if indent > 8 || line.trim_end().ends_with(';') {
+            continue;
+        }
+        let name: String = signature
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let close = " ".repeat(indent) + "}";
+        if let Some(end) = lines[n..].iter().position(|l| l.trim_end() == close) {
+            found.push((n + 1, name, end + 1));
+        }
+    }
+    found
+}
+
+/// No function outside tests passes MAX_FUNCTION_LINES, but the listed
+/// mirrors of the official LoadGen.
+#[test]
+fn no_function_is_longer_than_the_bound() {
+    let root = workspace_root();
+    let mut sources = Vec::new();
+    for krate in ["proto", "qdl", "sut-node", "loadgen-node"] {
+        rust_files(&root.join(krate).join("src"), &mut sources);
+    }
+    let mut long = Vec::new();
+    for file in &sources {
+        let text = std::fs::read_to_string(file).expect("readable source");
+        let relative = file.strip_prefix(root).expect("in the workspace");
+        for (line, name, lines) in function_lengths(&text) {
+            let id = format!("{}::{name}", relative.display());
+            if lines > MAX_FUNCTION_LINES && !MIRRORS_OF_THE_OFFICIAL_LOADGEN.contains(&id.as_str())
+            {
+                long.push(format!(
+                    "{}:{line}: {name} ({lines} lines)",
+                    relative.display()
+                ));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FUNCTION_LINES} lines (split them):\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn function_lengths_are_counted_from_fn_to_its_brace() {
+    let text = "fn a() {\n    x;\n}\n\nimpl B {\n    pub fn c(&self) {\n        y;\n        z;\n    }\n}\n#[cfg(test)]\nfn d() {\n}\n";
+    assert_eq!(
+        function_lengths(text),
+        vec![(1, "a".to_string(), 3), (6, "c".to_string(), 4)]
+    );
+}

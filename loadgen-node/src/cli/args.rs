@@ -2,10 +2,11 @@
 //! are the `--help` text).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use super::progress::ProgressMode;
+use super::run::progress::ProgressMode;
 use loadgen_node::engine::rng::UniformIntVariant;
 use loadgen_node::engine::settings::{Scenario, TestMode};
 use loadgen_node::round::Round;
@@ -293,8 +294,8 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value = "auto")]
     pub progress: ProgressMode,
     /// Seconds between two progress lines (when no bar is drawn).
-    #[arg(long, value_name = "SECONDS", default_value_t = 10.0, value_parser = positive_number)]
-    pub progress_interval: f64,
+    #[arg(long, value_name = "SECONDS", default_value_t = Seconds(Duration::from_secs(10)), value_parser = positive_seconds)]
+    pub progress_interval: Seconds,
     /// Serve Prometheus metrics of a network run at http://ADDR/metrics
     /// while it lasts (per node: outstanding, sent, completed, bytes,
     /// failed; the LoadGen's issued and completed; re-sent samples). Off
@@ -302,9 +303,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// Keep serving the final metrics this long after the run ends, so a
-    /// scraper's next visit sees them.
-    #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
-    pub metrics_linger: f64,
+    /// scraper's next visit sees them (seconds).
+    #[arg(long, value_name = "SECONDS", default_value_t = Seconds(Duration::ZERO))]
+    pub metrics_linger: Seconds,
     /// While the run lasts, ask the kernel that no CPU of this machine take
     /// more than US µs to wake (its CPU latency QoS, /dev/cpu_dma_latency;
     /// root); the run record keeps it. 0 keeps idle CPUs polling instead
@@ -339,9 +340,13 @@ pub struct DataArgs {
     /// with --sut null or synthetic, resnet50 otherwise].
     #[arg(long)]
     pub benchmark: Option<Benchmark>,
-    /// A folder of .npy files, one sample each in file-name order, instead
-    /// of synthetic data.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["sample_shape", "sample_dtype"])]
+    /// Real samples instead of synthetic data: the benchmark's preprocessed
+    /// data set as its MLPerf reference reads it (an LLM's token-id pandas
+    /// pickle .pkl/.pkl.gz or JSON file, e.g. llama2-70b's
+    /// open_orca_gpt4_tokenized_llama.sampled_24576.pkl or llama3.1-8b's
+    /// cnn_eval.json; 3D-UNet's folder with preprocessed_files.pkl), or a
+    /// folder of .npy files, one sample each in file-name order.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["sample_shape", "sample_dtype"])]
     pub data_dir: Option<PathBuf>,
     /// Shape of synthetic samples, e.g. 3,224,224 [default: the benchmark's].
     #[arg(long, value_name = "DIMS", value_delimiter = ',')]
@@ -385,19 +390,19 @@ pub struct NetworkArgs {
     pub dev_tls: Option<PathBuf>,
     /// How pieces of queries are assigned to nodes: round-robin or
     /// least-outstanding.
-    #[arg(long, default_value = "least-outstanding")]
+    #[arg(long, default_value_t = qdl::defaults::POLICY)]
     pub dispatch: DispatchPolicy,
     /// Most samples one node may hold at once; more wait in the QDL.
-    #[arg(long, value_name = "N", default_value_t = 1024)]
+    #[arg(long, value_name = "N", default_value_t = qdl::defaults::WINDOW_SAMPLES)]
     pub window: u64,
     /// Largest piece a query is cut into, in samples: small pieces keep
     /// nodes evenly loaded to the end of an Offline run.
-    #[arg(long, value_name = "N", default_value_t = 16)]
+    #[arg(long, value_name = "N", default_value_t = qdl::defaults::MAX_PIECE_SAMPLES)]
     pub max_piece_samples: usize,
     /// Seconds a node may hold samples without completing any before it is
     /// treated as failed and its samples go to the others (0: never).
-    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
-    pub node_timeout: f64,
+    #[arg(long, value_name = "SECONDS", default_value_t = Seconds(qdl::defaults::NODE_TIMEOUT))]
+    pub node_timeout: Seconds,
     /// Leave a failed node out for the rest of the run instead of
     /// reconnecting it (with backoff, checked to be the same node) and
     /// giving it work again. Submission mode never brings nodes back.
@@ -410,9 +415,9 @@ pub struct NetworkArgs {
     #[arg(long)]
     pub expand_dns: bool,
     /// Longest wait between attempts to bring a failed node back, in
-    /// seconds; the wait starts at 0.1 s and doubles.
-    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
-    pub rejoin_max_backoff: f64,
+    /// seconds (0.1 to 3600); the wait starts at 0.1 s and doubles.
+    #[arg(long, value_name = "SECONDS", default_value_t = Seconds(qdl::defaults::REJOIN_MAX_BACKOFF), value_parser = backoff_seconds)]
+    pub rejoin_max_backoff: Seconds,
     /// Threads for network I/O [default: 1 for SingleStream and
     /// MultiStream, whose one query in flight gains nothing from a second
     /// thread and loses a hand-off between them to each answer; else 2].
@@ -481,6 +486,46 @@ fn parse_mode(s: &str) -> Result<TestMode, String> {
     s.parse()
 }
 
+/// A duration given in seconds (`1.5`), shown back in seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seconds(pub Duration);
+
+impl std::str::FromStr for Seconds {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Seconds, String> {
+        match text.parse::<f64>() {
+            Ok(s) if s >= 0.0 => Duration::try_from_secs_f64(s)
+                .map(Seconds)
+                .map_err(|_| format!("{text:?} is too many seconds")),
+            _ => Err(format!("{text:?} is not a number of seconds, 0 or more")),
+        }
+    }
+}
+
+impl std::fmt::Display for Seconds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0.as_secs_f64())
+    }
+}
+
+/// Seconds above zero.
+fn positive_seconds(text: &str) -> Result<Seconds, String> {
+    let seconds: Seconds = text.parse()?;
+    if seconds.0.is_zero() {
+        return Err(format!("{text:?} is not a number of seconds above 0"));
+    }
+    Ok(seconds)
+}
+
+/// A rejoin backoff: from 0.1 s to an hour.
+fn backoff_seconds(text: &str) -> Result<Seconds, String> {
+    let seconds: Seconds = text.parse()?;
+    if !(Duration::from_millis(100)..=Duration::from_secs(3600)).contains(&seconds.0) {
+        return Err(format!("{text:?} is not between 0.1 and 3600 seconds"));
+    }
+    Ok(seconds)
+}
+
 /// A number above zero (seconds, milliseconds).
 fn positive_number(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
@@ -497,6 +542,30 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_are_seconds_checked_where_they_are_parsed() {
+        let parse = |args: &[&str]| Cli::try_parse_from(args).map_err(|e| e.to_string());
+        let Command::Run(run) = parse(&["loadgen-node", "run", "--node-timeout", "1.5"])
+            .unwrap()
+            .command
+        else {
+            panic!("run")
+        };
+        assert_eq!(run.network.node_timeout.0, Duration::from_millis(1500));
+        assert_eq!(
+            run.network.rejoin_max_backoff.0,
+            qdl::defaults::REJOIN_MAX_BACKOFF
+        );
+        let err = parse(&["loadgen-node", "run", "--node-timeout=-1"]).unwrap_err();
+        assert!(err.contains("not a number of seconds, 0 or more"), "{err}");
+        let err = parse(&["loadgen-node", "run", "--rejoin-max-backoff", "0.01"]).unwrap_err();
+        assert!(err.contains("not between 0.1 and 3600 seconds"), "{err}");
+        let err = parse(&["loadgen-node", "run", "--progress-interval", "0"]).unwrap_err();
+        assert!(err.contains("above 0"), "{err}");
+        let err = parse(&["loadgen-node", "run", "--metrics-linger", "NaN"]).unwrap_err();
+        assert!(err.contains("not a number of seconds"), "{err}");
     }
 
     #[test]

@@ -209,7 +209,7 @@ pub fn measure(
     let data_path = data_path_interfaces(&addresses);
     // Only Name and Info travel: any benchmark's limits do.
     let any = netdiv_proto::Benchmark::parse("null").expect("in the table");
-    let config = super::setup::qdl_config(network, nodes.clone(), &any)?;
+    let config = super::run::plan::QdlPlan::from_args(network)?.config(nodes.clone(), &any)?;
     let infos: Vec<pb::NodeInfo> = qdl::describe_nodes(&config)?
         .into_iter()
         .map(|(_, info)| info)
@@ -264,6 +264,7 @@ mod tests {
             mac: String::new(),
             state: state.into(),
             addresses: Vec::new(),
+            ..Default::default()
         }
     }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 use crate::engine::completion::{Completer, SampleTable, SutAborted, WaitFor};
 use crate::engine::generate::{GeneratedQueries, Pass};
 use crate::engine::settings::{EffectiveSettings, Scenario};
-use crate::sut::SystemUnderTest;
+use crate::sut::{SharedResponder, SystemUnderTest};
 
 /// Why issuing stopped before the generated queries ran out.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,6 +73,7 @@ pub fn issue_queries(
     table: &Arc<SampleTable>,
 ) -> Result<IssueRecord, SutAborted> {
     let completer = Completer::new(table.clone());
+    let responder: SharedResponder = Arc::new(completer.clone()); // the SUT's way in
     let scenario = settings.scenario;
     let n = queries.query_count;
     let mut rec = IssueRecord {
@@ -120,7 +121,7 @@ pub fn issue_queries(
         }
         let samples = queries.queries(q, last);
         table.mark_issued(rec.samples_issued + samples.len());
-        sut.issue_query(samples, &completer);
+        sut.issue_query(samples, &responder);
         rec.issue_returned_ns.push(table.now_ns());
         rec.samples_issued += samples.len();
         rec.queries_issued += last - q + 1;

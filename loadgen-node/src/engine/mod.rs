@@ -14,7 +14,8 @@
 //! * [`results`] and [`early_stopping`]: latencies, percentiles, the
 //!   verdict;
 //! * [`logs`]: the four MLPerf log files;
-//! * [`test`]: the whole test (the official `StartTest`) that runs them.
+//! * [`start_test`]: the whole test (the official `StartTest`) that runs
+//!   them.
 
 pub mod completion;
 pub mod early_stopping;
@@ -25,6 +26,6 @@ pub mod release;
 pub mod results;
 pub mod rng;
 pub mod settings;
-pub mod test;
+pub mod start_test;
 
-pub use test::{start_test, EngineOptions, TestError, TestOutcome};
+pub use start_test::{start_test, EngineOptions, TestError, TestOutcome};

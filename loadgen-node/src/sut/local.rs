@@ -11,8 +11,10 @@ use qdl::samples::SampleStore;
 use sut_node::node::{Node, ReplyTo};
 use tokio::sync::mpsc;
 
-use crate::engine::completion::Completer;
-use crate::sut::{Counters, QuerySample, QuerySampleResponse, SutError, SystemUnderTest};
+use crate::sut::{
+    Counters, QuerySample, QuerySampleResponse, Responder, SharedResponder, SutError,
+    SystemUnderTest,
+};
 
 /// A [`Node`] driven directly: samples go in from the QSL's memory,
 /// completions come back on a channel a completion thread drains.
@@ -21,8 +23,8 @@ pub struct LocalNodeSut {
     node: Arc<Node>,
     store: Arc<SampleStore>,
     reply: ReplyTo,
-    /// The completer of the test in progress, for the completion thread.
-    completer: Arc<Mutex<Option<Completer>>>,
+    /// The responder of the test in progress, for the completion thread.
+    responder: Arc<Mutex<Option<SharedResponder>>>,
     counters: Arc<Counters>,
     drainer: Option<std::thread::JoinHandle<()>>,
 }
@@ -36,8 +38,8 @@ impl LocalNodeSut {
         counters: Arc<Counters>,
     ) -> Self {
         let (reply, mut replies) = mpsc::unbounded_channel::<pb::Completion>();
-        let completer: Arc<Mutex<Option<Completer>>> = Arc::default();
-        let current = completer.clone();
+        let responder: Arc<Mutex<Option<SharedResponder>>> = Arc::default();
+        let current = responder.clone();
         let completed = counters.clone();
         let benchmark = *store.benchmark();
         let drainer = std::thread::Builder::new()
@@ -48,10 +50,10 @@ impl LocalNodeSut {
                     while let Ok(more) = replies.try_recv() {
                         batch.push(more);
                     }
-                    let Some(completer) = current.lock().ok().and_then(|c| c.clone()) else {
+                    let Some(responder) = current.lock().ok().and_then(|c| c.clone()) else {
                         continue;
                     };
-                    let n = complete_batch(&completer, &benchmark, batch);
+                    let n = complete_batch(&*responder, &benchmark, batch);
                     completed.completed.fetch_add(n, Ordering::Relaxed);
                 }
             })
@@ -61,7 +63,7 @@ impl LocalNodeSut {
             node,
             store,
             reply,
-            completer,
+            responder,
             counters,
             drainer: Some(drainer),
         }
@@ -79,11 +81,15 @@ struct Decoded {
 /// Decodes a batch of node messages and records them in the order the
 /// node sent them, runs of first tokens and runs of completions each in
 /// one call; returns how many samples completed.
-fn complete_batch(completer: &Completer, benchmark: &Benchmark, batch: Vec<pb::Completion>) -> u64 {
+fn complete_batch(
+    responder: &dyn Responder,
+    benchmark: &Benchmark,
+    batch: Vec<pb::Completion>,
+) -> u64 {
     let mut decoded = Vec::with_capacity(batch.len());
     for c in batch {
         if !c.error.is_empty() {
-            completer.abort(format!("sample {}: {}", c.response_id, c.error));
+            responder.abort(format!("sample {}: {}", c.response_id, c.error));
             return 0;
         }
         let (id, n_tokens, first_token) = (c.response_id, c.n_tokens, c.first_token);
@@ -95,7 +101,7 @@ fn complete_batch(completer: &Completer, benchmark: &Benchmark, batch: Vec<pb::C
                 n_tokens: if first_token { 0 } else { n_tokens },
             }),
             Err(e) => {
-                completer.abort(format!("sample {id}: {e}"));
+                responder.abort(format!("sample {id}: {e}"));
                 return 0;
             }
         }
@@ -111,9 +117,9 @@ fn complete_batch(completer: &Completer, benchmark: &Benchmark, batch: Vec<pb::C
             })
             .collect();
         if run[0].first_token {
-            completer.first_token(&responses);
+            responder.first_token(&responses);
         } else {
-            completer.complete(&responses);
+            responder.complete(&responses);
             completed += responses.len() as u64;
         }
     }
@@ -125,10 +131,10 @@ impl SystemUnderTest for LocalNodeSut {
         Ok(self.name.clone())
     }
 
-    fn issue_query(&self, samples: &[QuerySample], completer: &Completer) {
-        // Each pass of a test has its own completer.
-        if let Ok(mut current) = self.completer.lock() {
-            *current = Some(completer.clone());
+    fn issue_query(&self, samples: &[QuerySample], responder: &SharedResponder) {
+        // Each pass of a test has its own responder.
+        if let Ok(mut current) = self.responder.lock() {
+            *current = Some(responder.clone());
         }
         self.counters
             .issued
@@ -137,7 +143,7 @@ impl SystemUnderTest for LocalNodeSut {
         let mut wire = Vec::with_capacity(samples.len());
         for s in samples {
             let Some(stored) = loaded.get(s.index) else {
-                completer.abort(format!("QSL sample {} is not loaded", s.index));
+                responder.abort(format!("QSL sample {} is not loaded", s.index));
                 return;
             };
             wire.push(pb::Sample {

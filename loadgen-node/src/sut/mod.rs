@@ -17,8 +17,7 @@ pub mod null;
 pub mod official;
 
 use std::sync::atomic::AtomicU64;
-
-use crate::engine::completion::Completer;
+use std::sync::Arc;
 
 /// An error a SUT or QSL reports to the engine, with its causes.
 pub type SutError = Box<dyn std::error::Error + Send + Sync>;
@@ -46,7 +45,7 @@ pub struct QuerySample {
     pub index: QuerySampleIndex,
 }
 
-/// A SUT's answer for one sample (or, through `Completer::first_token`,
+/// A SUT's answer for one sample (or, through [`Responder::first_token`],
 /// its first token).
 #[derive(Clone, Copy, Debug)]
 pub struct QuerySampleResponse<'a> {
@@ -71,14 +70,32 @@ impl<'a> QuerySampleResponse<'a> {
     }
 }
 
+/// Where a SUT sends its answers: the record of the test in progress
+/// (the counterpart of the official `QuerySamplesComplete` and
+/// `FirstTokenComplete`). Callable from any thread; the engine's completion
+/// table implements it, so the SUT interface names nothing of the engine.
+pub trait Responder: Send + Sync {
+    /// These samples are done, all at this moment.
+    fn complete(&self, responses: &[QuerySampleResponse<'_>]);
+    /// These samples' first tokens arrived (token models; ignored
+    /// otherwise).
+    fn first_token(&self, responses: &[QuerySampleResponse<'_>]);
+    /// The SUT cannot complete what it was given: end the test with
+    /// `reason`.
+    fn abort(&self, reason: String);
+}
+
+/// A responder a SUT may keep for answers that come later.
+pub type SharedResponder = Arc<dyn Responder>;
+
 /// The system under test as the LoadGen sees it.
 pub trait SystemUnderTest: Send + Sync {
     /// A name for the logs. Called once per test, timed; an error ends the
     /// test before anything is issued.
     fn name(&self) -> Result<String, SutError>;
     /// Starts work on `samples`; each must later be completed exactly once
-    /// through `completer`, from any thread.
-    fn issue_query(&self, samples: &[QuerySample], completer: &Completer);
+    /// through `responder`, from any thread.
+    fn issue_query(&self, samples: &[QuerySample], responder: &SharedResponder);
     /// No more queries are coming for now: stop waiting for a fuller batch.
     fn flush_queries(&self);
 }

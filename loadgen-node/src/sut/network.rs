@@ -7,16 +7,15 @@ use std::sync::Arc;
 use qdl::samples::SampleStore;
 use qdl::{CompletionSink, NetworkSut};
 
-use crate::engine::completion::Completer;
 use crate::sut::{
-    Counters, QuerySample, QuerySampleIndex, QuerySampleLibrary, QuerySampleResponse, SutError,
-    SystemUnderTest,
+    Counters, QuerySample, QuerySampleIndex, QuerySampleLibrary, QuerySampleResponse,
+    SharedResponder, SutError, SystemUnderTest,
 };
 
-/// Completions from the QDL into this engine's completer.
-pub struct CompleterSink {
-    /// The engine's completion table of the test in progress.
-    pub completer: Completer,
+/// Completions from the QDL to the test's responder.
+pub struct ResponderSink {
+    /// Where the test in progress takes its answers.
+    pub responder: SharedResponder,
     /// Counted as completions arrive.
     pub counters: Arc<Counters>,
 }
@@ -33,20 +32,20 @@ fn converted<'a>(responses: &[qdl::Response<'a>]) -> Vec<QuerySampleResponse<'a>
         .collect()
 }
 
-impl CompletionSink for CompleterSink {
+impl CompletionSink for ResponderSink {
     fn first_token(&self, responses: &[qdl::Response<'_>]) {
-        self.completer.first_token(&converted(responses));
+        self.responder.first_token(&converted(responses));
     }
 
     fn complete(&self, responses: &[qdl::Response<'_>]) {
-        self.completer.complete(&converted(responses));
+        self.responder.complete(&converted(responses));
         self.counters
             .completed
             .fetch_add(responses.len() as u64, Ordering::Relaxed);
     }
 
     fn fail(&self, reason: &str) {
-        self.completer.abort(reason);
+        self.responder.abort(reason.to_string());
     }
 }
 
@@ -63,13 +62,13 @@ impl SystemUnderTest for QdlSut {
         Ok(self.network.name()?)
     }
 
-    fn issue_query(&self, samples: &[QuerySample], completer: &Completer) {
+    fn issue_query(&self, samples: &[QuerySample], responder: &SharedResponder) {
         self.counters
             .issued
             .fetch_add(samples.len() as u64, Ordering::Relaxed);
         let pairs: Vec<(u64, usize)> = samples.iter().map(|s| (s.id, s.index)).collect();
-        let sink: Arc<dyn CompletionSink> = Arc::new(CompleterSink {
-            completer: completer.clone(),
+        let sink: Arc<dyn CompletionSink> = Arc::new(ResponderSink {
+            responder: responder.clone(),
             counters: self.counters.clone(),
         });
         self.network.issue(&pairs, &sink);

@@ -1,10 +1,9 @@
 //! An in-process SUT that answers instantly and a synthetic QSL: the engine
 //! measured on its own, with no network and no model.
 
-use crate::engine::completion::Completer;
 use crate::sut::{
-    QuerySample, QuerySampleIndex, QuerySampleLibrary, QuerySampleResponse, SutError,
-    SystemUnderTest,
+    QuerySample, QuerySampleIndex, QuerySampleLibrary, QuerySampleResponse, SharedResponder,
+    SutError, SystemUnderTest,
 };
 
 /// Completes every sample inside `issue_query`, answering with the sample's
@@ -43,7 +42,7 @@ impl SystemUnderTest for NullSut {
         Ok(self.name.clone())
     }
 
-    fn issue_query(&self, samples: &[QuerySample], completer: &Completer) {
+    fn issue_query(&self, samples: &[QuerySample], responder: &SharedResponder) {
         // Chunks keep the response buffers small and in cache, so a
         // ten-million-sample Offline query needs no extra memory.
         let mut data = [[0u8; 4]; CHUNK];
@@ -57,12 +56,12 @@ impl SystemUnderTest for NullSut {
                 .map(|(s, d)| QuerySampleResponse::new(s.id, d))
                 .collect();
             if let Some(n_tokens) = self.output_tokens {
-                completer.first_token(&responses);
+                responder.first_token(&responses);
                 for r in &mut responses {
                     r.n_tokens = n_tokens;
                 }
             }
-            completer.complete(&responses);
+            responder.complete(&responses);
         }
     }
 

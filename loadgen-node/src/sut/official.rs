@@ -179,6 +179,10 @@ pub struct OfficialRun<'a> {
     pub token_latencies: bool,
     /// Submission mode: a failed Name() ends the run.
     pub submission_mode: bool,
+    /// Called with the reason before the process exits on a failure the
+    /// official LoadGen cannot be told about (the run's record is written
+    /// from here).
+    pub on_fatal: Option<&'a (dyn Fn(&str) + Sync)>,
 }
 
 /// Completions into the official LoadGen.
@@ -315,11 +319,62 @@ impl CompletionSink for OfficialSink {
     /// The official LoadGen has no way to end a test with a reason, and
     /// would wait for the lost samples forever: say why and exit.
     fn fail(&self, reason: &str) {
-        tracing::error!("the run cannot go on: {reason}");
-        let _ = std::io::stderr().flush();
-        let _ = std::io::stdout().flush();
-        std::process::exit(1);
+        fatal(&format!("the run cannot go on: {reason}"));
     }
+}
+
+/// What the process does before it exits on a failure the official
+/// LoadGen cannot be told about (a lost node, a failed Name(), samples
+/// that cannot be loaded): `OfficialRun::on_fatal`, for the test's length.
+static LAST_WORDS: Mutex<Option<LastWords>> = Mutex::new(None);
+
+/// A pointer to `run`'s `on_fatal`, valid while `run` runs.
+struct LastWords(*const (dyn Fn(&str) + Sync));
+
+// SAFETY: the pointee is `Sync`, and only called while `run` keeps it
+// alive (see `fatal`).
+unsafe impl Send for LastWords {}
+
+/// Clears the last words when `run` returns.
+struct LastWordsGuard;
+
+impl LastWordsGuard {
+    /// Makes `words` the last words until the guard is dropped.
+    fn set(words: Option<&(dyn Fn(&str) + Sync)>) -> LastWordsGuard {
+        if let (Some(words), Ok(mut slot)) = (words, LAST_WORDS.lock()) {
+            let words: *const (dyn Fn(&str) + Sync + '_) = words;
+            // SAFETY: only the lifetime is erased; the guard clears the
+            // pointer before what it borrows can go away (`run` holds the
+            // guard while it borrows `words`).
+            let words: *const (dyn Fn(&str) + Sync) = unsafe { std::mem::transmute(words) };
+            *slot = Some(LastWords(words));
+        }
+        LastWordsGuard
+    }
+}
+
+impl Drop for LastWordsGuard {
+    fn drop(&mut self) {
+        if let Ok(mut words) = LAST_WORDS.lock() {
+            *words = None;
+        }
+    }
+}
+
+/// Ends the process on `reason`: logs it, says the run's last words (its
+/// record), flushes and exits.
+fn fatal(reason: &str) -> ! {
+    tracing::error!("{reason}");
+    let words = LAST_WORDS.lock().ok().and_then(|w| w.as_ref().map(|w| w.0));
+    if let Some(words) = words {
+        // SAFETY: set by `run` from a reference that lives until `run`
+        // returns, and cleared (LastWordsGuard) before it does; the
+        // callbacks that end here run inside `run`'s call into C++.
+        unsafe { (*words)(reason) };
+    }
+    let _ = std::io::stderr().flush();
+    let _ = std::io::stdout().flush();
+    std::process::exit(1);
 }
 
 struct Context<'a> {
@@ -355,10 +410,7 @@ unsafe fn slice<'a>(ptr: *const u64, n: usize) -> &'a [u64] {
 fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> T {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(v) => v,
-        Err(_) => {
-            tracing::error!("panic in {what} under the official LoadGen");
-            std::process::exit(1);
-        }
+        Err(_) => fatal(&format!("panic in {what} under the official LoadGen")),
     }
 }
 
@@ -374,9 +426,7 @@ extern "C" fn name_cb(ctx: *mut c_void, text: *mut *const c_char, len: *mut usiz
             Err(e) if ctx.submission_mode => {
                 // A submission's log cannot carry a name that is not
                 // the SUT's: end here instead of running on.
-                tracing::error!("submission mode: the SUT's Name() failed: {e}");
-                let _ = std::io::stderr().flush();
-                std::process::exit(1);
+                fatal(&format!("submission mode: the SUT's Name() failed: {e}"));
             }
             Err(e) => {
                 ctx.name = e.to_string();
@@ -428,8 +478,7 @@ extern "C" fn load_cb(ctx: *mut c_void, ptr: *const u64, n: usize) {
         let ctx = unsafe { context(ctx) };
         if let Err(e) = ctx.qsl.store.load(&indices(ptr, n)) {
             // The official QSL interface cannot report an error.
-            tracing::error!("loading samples failed: {e}");
-            std::process::exit(1);
+            fatal(&format!("loading samples failed: {e}"));
         }
     })
 }
@@ -534,6 +583,7 @@ pub fn run(
         outdir: outdir.as_ptr(),
         enable_trace: c_int::from(options.enable_trace),
     };
+    let _last_words = LastWordsGuard::set(options.on_fatal);
     let mut err = vec![0 as c_char; 1024];
     // SAFETY: every pointer lives until the call returns; `ctx` is used only
     // through the callbacks during the call.

@@ -111,7 +111,7 @@ impl LatencyHistogram {
 /// One node's sample round trips: sent to the node until its completion
 /// arrived, in microseconds (first tokens not counted; re-sent samples
 /// count on the node that completed them, from their re-send).
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LatencySummary {
     /// Completions timed.
     pub count: u64,

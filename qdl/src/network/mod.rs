@@ -68,26 +68,55 @@ pub struct QdlConfig {
     pub rejoin: Option<Backoff>,
 }
 
+/// The QDL's defaults, written once: [`QdlConfig::new`] and the LoadGen
+/// node's flags both take them from here.
+pub mod defaults {
+    use std::time::Duration;
+
+    use crate::dispatch::DispatchPolicy;
+
+    /// Which node gets the next piece: the less loaded of two.
+    pub const POLICY: DispatchPolicy = DispatchPolicy::LeastOutstanding;
+    /// Most samples one node may hold at once.
+    pub const WINDOW_SAMPLES: u64 = 1024;
+    /// Most sample bytes one node may hold at once (a benchmark with larger
+    /// samples gets room for two: `transport::default_window_bytes`).
+    pub const WINDOW_BYTES: u64 = netdiv_proto::transport::DEFAULT_WINDOW_BYTES;
+    /// Largest piece of a query, in samples: small pieces keep nodes
+    /// evenly loaded to the end of an Offline run.
+    pub const MAX_PIECE_SAMPLES: usize = 16;
+    /// Largest piece of a query, in bytes.
+    pub const MAX_PIECE_BYTES: u64 = 4 << 20;
+    /// Threads for network I/O in Server and Offline.
+    pub const IO_THREADS: usize = 2;
+    /// A node holding samples that completes none for this long fails.
+    pub const NODE_TIMEOUT: Duration = Duration::from_secs(60);
+    /// The wait before the first attempt to bring a failed node back.
+    pub const REJOIN_FIRST_BACKOFF: Duration = Duration::from_millis(100);
+    /// The longest wait between two attempts.
+    pub const REJOIN_MAX_BACKOFF: Duration = Duration::from_secs(5);
+}
+
 impl QdlConfig {
-    /// The defaults for `nodes`: least-outstanding dispatch, a window of
-    /// 1024 samples and 64 MiB per node, pieces of at most 16 samples and
-    /// 4 MiB, two I/O threads, a 60 s node timeout, failed nodes brought
-    /// back with the default backoff.
+    /// The [`defaults`] for `nodes`: least-outstanding dispatch, a window
+    /// of 1024 samples and 64 MiB per node, pieces of at most 16 samples
+    /// and 4 MiB, two I/O threads, a 60 s node timeout, failed nodes
+    /// brought back with the default backoff.
     pub fn new(nodes: Vec<NodeUrl>) -> QdlConfig {
         QdlConfig {
             nodes,
             tls: None,
-            policy: DispatchPolicy::LeastOutstanding,
+            policy: defaults::POLICY,
             window: Window {
-                samples: 1024,
-                bytes: 64 << 20,
+                samples: defaults::WINDOW_SAMPLES,
+                bytes: defaults::WINDOW_BYTES,
             },
-            max_piece_samples: 16,
-            max_piece_bytes: 4 << 20,
+            max_piece_samples: defaults::MAX_PIECE_SAMPLES,
+            max_piece_bytes: defaults::MAX_PIECE_BYTES,
             max_message_bytes: netdiv_proto::transport::MAX_MESSAGE_BYTES,
-            io_threads: 2,
+            io_threads: defaults::IO_THREADS,
             no_failover: false,
-            node_timeout: Some(Duration::from_secs(60)),
+            node_timeout: Some(defaults::NODE_TIMEOUT),
             rejoin: Some(Backoff::default()),
         }
     }

@@ -28,11 +28,11 @@ pub struct Backoff {
 }
 
 impl Default for Backoff {
-    /// 100 ms, doubling up to 5 s.
+    /// 100 ms, doubling up to 5 s (`defaults`).
     fn default() -> Backoff {
         Backoff {
-            first: Duration::from_millis(100),
-            max: Duration::from_secs(5),
+            first: super::defaults::REJOIN_FIRST_BACKOFF,
+            max: super::defaults::REJOIN_MAX_BACKOFF,
         }
     }
 }

@@ -113,7 +113,7 @@ impl NodeTraffic {
 }
 
 /// One node's traffic so far.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct NodeTrafficReport {
     /// Samples sent (re-sent ones count again).
     pub samples_sent: u64,

@@ -7,13 +7,13 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _, Result};
+use loadgen_node::run_record::RunRecord;
 use qdl::node_url::{NodeUrl, Transport};
-use serde_json::Value;
 
 use super::relay::{self, Relay};
 use super::{child_run, run_dir, Outcome, Step, USER_CONF};
 use crate::cli::args::AuditArgs;
-use crate::cli::setup;
+use crate::cli::run::plan::RunPlan;
 
 /// Name() round trips per node in the first step.
 const NAME_ROUNDS: usize = 5;
@@ -23,6 +23,8 @@ const HEAL_WAIT: Duration = Duration::from_secs(30);
 /// What every step needs.
 pub struct Context<'a> {
     args: &'a AuditArgs,
+    /// The run flags the audit was given, resolved.
+    plan: RunPlan,
     audit_dir: PathBuf,
     user_conf: PathBuf,
     nodes: Vec<NodeUrl>,
@@ -37,6 +39,7 @@ impl<'a> Context<'a> {
             .with_context(|| format!("cannot write {}", user_conf.display()))?;
         Ok(Context {
             args,
+            plan: RunPlan::from_args(&args.run)?,
             audit_dir: audit_dir.to_path_buf(),
             user_conf,
             nodes: args.run.network.sut_node.clone(),
@@ -54,12 +57,11 @@ impl<'a> Context<'a> {
 
     /// The QDL connected to every node, as a run would connect it.
     fn connect(&self) -> Result<qdl::NetworkSut> {
-        let qsl = setup::qsl(&self.args.run)?;
-        let config = setup::qdl_config(
-            &self.args.run.network,
-            self.nodes.clone(),
-            qsl.store.benchmark(),
-        )?;
+        let qsl = self.plan.qsl()?;
+        let config = self
+            .plan
+            .qdl
+            .config(self.nodes.clone(), qsl.store.benchmark())?;
         Ok(qdl::NetworkSut::connect(config, qsl.store.clone())?)
     }
 
@@ -220,11 +222,8 @@ pub fn partition(ctx: &Context) -> Step {
     step
 }
 
-fn record(run: &Path) -> Result<Value> {
-    let path = run.join(crate::cli::record::FILE);
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    Ok(serde_json::from_str(&text)?)
+fn record(run: &Path) -> Result<RunRecord> {
+    Ok(RunRecord::read(&run.join(loadgen_node::run_record::FILE))?)
 }
 
 /// Length of a protobuf varint.
@@ -259,18 +258,12 @@ pub fn wire(ctx: &Context) -> Step {
     let result = (|| -> Result<()> {
         let run = ctx.run("wire-offline", "Offline", &relayed(&relays), &[])?;
         let record = record(&run)?;
-        let nodes = record["nodes"].as_array().context("record without nodes")?;
-        let total = |key: &str| -> u64 {
-            nodes
-                .iter()
-                .filter_map(|n| n["traffic"][key].as_u64())
-                .sum()
-        };
-        let samples = total("samples_sent");
+        let samples: u64 = record.nodes.iter().map(|n| n.traffic.samples_sent).sum();
         if samples == 0 {
             bail!("no sample was sent");
         }
-        let payload = total("bytes_sent") as f64 / samples as f64;
+        let sent: u64 = record.nodes.iter().map(|n| n.traffic.bytes_sent).sum();
+        let payload = sent as f64 / samples as f64;
         let on_wire: u64 = relays
             .iter()
             .map(|r| r.crossed.to_node.load(std::sync::atomic::Ordering::Relaxed))

@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use serde_json::Value;
+use loadgen_node::run_record::{BandwidthCheck, NodeRecord, QdlRecord, RunRecord};
 
 use super::logs::RunLogs;
 use super::plots::{Plot, PlotBody, Section};
@@ -83,10 +83,7 @@ pub fn render(logs: &RunLogs, plots: &[Plot], svg_dir: &str) -> String {
         escape(&field("SUT name")),
         escape(s.scenario())
     );
-    let benchmark = logs
-        .record
-        .as_ref()
-        .and_then(|r| r["benchmark"].as_str().map(str::to_string));
+    let benchmark = logs.record.as_ref().map(|r| r.benchmark.clone());
     let _ = writeln!(
         out,
         "<h1>Run report</h1><p class=\"sub\">{}{} &middot; {} &middot; SUT {} &middot; {}</p>",
@@ -270,143 +267,145 @@ fn plot_section(out: &mut String, title: &str, plots: &[Plot], section: Section,
     out.push_str("</section>\n");
 }
 
-fn text(v: &Value) -> String {
+fn rate(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_string(), |b| format!("{:.2} MB/s", b / 1e6))
+}
+
+fn yes_no(v: Option<bool>) -> String {
     match v {
-        Value::Null => "-".into(),
-        Value::String(s) => s.clone(),
-        Value::Number(n) => match n.as_f64() {
-            Some(f) if n.is_f64() => format!("{f:.3}"),
-            _ => n.to_string(),
-        },
-        other => other.to_string(),
+        Some(true) => "<td class=\"yes\">Yes</td>".to_string(),
+        Some(false) => "<td class=\"no\">NO</td>".to_string(),
+        None => td("unknown"),
     }
 }
 
-fn rate(v: &Value) -> String {
-    v.as_f64()
-        .map_or_else(|| text(v), |b| format!("{:.2} MB/s", b / 1e6))
+/// The record's nodes, failures, codecs, QDL counters and bandwidth.
+fn network_checks(out: &mut String, r: &RunRecord) {
+    out.push_str("<section id=\"network\"><h2>Network-division checks</h2>\n");
+    failover_line(out, &r.qdl);
+    node_table(out, &r.nodes);
+    out.push_str("<h3>Samples and QDL</h3><table>\n");
+    let (q, samples) = (&r.qdl, &r.samples);
+    for (label, v) in [
+        ("LoadGen", r.loadgen.clone()),
+        ("round", r.round.clone()),
+        ("submission mode", r.submission_mode.to_string()),
+        ("sample source", samples.source.clone()),
+        ("sample codec", samples.codec.clone()),
+        ("sample dtype", samples.dtype.clone()),
+        ("completed", q.completed.to_string()),
+        ("re-sent", q.resent.to_string()),
+        ("nodes failed", q.nodes_failed.to_string()),
+        ("late answers", q.late_answers.to_string()),
+        ("first tokens", q.first_tokens.to_string()),
+        ("late first tokens", q.late_first_tokens.to_string()),
+        ("traffic seconds", format!("{:.3}", q.traffic_seconds)),
+    ] {
+        row(out, &[td(label), td(v)]);
+    }
+    out.push_str("</table>\n");
+    bandwidth_table(out, &r.bandwidth);
+    out.push_str("</section>\n");
 }
 
-/// The record's nodes, failures, codecs, QDL counters and bandwidth.
-fn network_checks(out: &mut String, r: &Value) {
-    out.push_str("<section id=\"network\"><h2>Network-division checks</h2>\n");
-    let qdl = &r["qdl"];
-    let failed = qdl["nodes_failed"].as_u64().unwrap_or(0);
-    let resent = qdl["resent"].as_u64().unwrap_or(0);
+/// Whether any node failed or any sample was re-sent.
+fn failover_line(out: &mut String, q: &QdlRecord) {
+    let clean = q.nodes_failed + q.resent == 0;
     let _ = writeln!(
         out,
         "<p id=\"failover\" class=\"{}\">{}</p>",
-        if failed + resent == 0 { "yes" } else { "no" },
-        if failed + resent == 0 {
+        if clean { "yes" } else { "no" },
+        if clean {
             "No node failed; no sample was re-sent.".to_string()
         } else {
-            format!("{failed} node(s) failed; {resent} samples were re-sent to the others.")
+            format!(
+                "{} node(s) failed; {} samples were re-sent to the others.",
+                q.nodes_failed, q.resent
+            )
         }
     );
+}
+
+/// One row per node: where it is, what it runs, its share and round trips.
+fn node_table(out: &mut String, nodes: &[NodeRecord]) {
     out.push_str(
         "<table id=\"nodes\"><tr><th>node</th><th>address</th><th>host</th><th>backend</th>\
          <th>response codec</th><th>samples sent</th><th>completed</th><th>round trip p50</th>\
          <th>p99</th><th>failure</th></tr>\n",
     );
-    for n in r["nodes"].as_array().into_iter().flatten() {
-        let t = &n["traffic"];
-        let us = |k: &str| {
-            t["latency"][k]
-                .as_f64()
-                .map_or("-".to_string(), |v| format!("{:.3} ms", v / 1e3))
+    for n in nodes {
+        let latency = &n.traffic.latency;
+        let ms = |us: u64| {
+            if latency.count == 0 {
+                "-".to_string()
+            } else {
+                format!("{:.3} ms", us as f64 / 1e3)
+            }
         };
-        let failure = n["failure"].as_str().unwrap_or("");
-        let cell = if failure.is_empty() {
-            "<td class=\"yes\">none</td>".to_string()
-        } else {
-            format!("<td class=\"no\">{}</td>", escape(failure))
+        let failure = match &n.failure {
+            None => "<td class=\"yes\">none</td>".to_string(),
+            Some(f) => format!("<td class=\"no\">{}</td>", escape(f)),
+        };
+        let host = match n.cpu_latency_us {
+            // A machine setting that changes latency: shown where the
+            // host is.
+            Some(us) => format!("{} (CPU wake-ups ≤ {us} µs)", n.hostname),
+            None => n.hostname.clone(),
         };
         row(
             out,
             &[
-                td(text(&n["name"])),
-                td(text(&n["url"])),
-                td(match n["cpu_latency_us"].as_u64() {
-                    // A machine setting that changes latency: shown
-                    // where the host is.
-                    Some(us) => format!("{} (CPU wake-ups ≤ {us} µs)", text(&n["hostname"])),
-                    None => text(&n["hostname"]),
-                }),
-                td(format!(
-                    "{} {}",
-                    text(&n["backend"]),
-                    text(&n["backend_detail"])
-                )),
-                td(text(&n["response_codec"])),
-                num(text(&t["samples_sent"])),
-                num(text(&t["latency"]["count"])),
-                num(us("p50_us")),
-                num(us("p99_us")),
-                cell,
+                td(&n.name),
+                td(&n.url),
+                td(host),
+                td(format!("{} {}", n.backend, n.backend_detail)),
+                td(&n.response_codec),
+                num(n.traffic.samples_sent.to_string()),
+                num(latency.count.to_string()),
+                num(ms(latency.p50_us)),
+                num(ms(latency.p99_us)),
+                failure,
             ],
         );
     }
-    out.push_str("</table>\n<h3>Samples and QDL</h3><table>\n");
-    let samples = &r["samples"];
-    for (label, v) in [
-        ("LoadGen", text(&r["loadgen"])),
-        ("round", text(&r["round"])),
-        ("submission mode", text(&r["submission_mode"])),
-        ("sample source", text(&samples["source"])),
-        ("sample codec", text(&samples["codec"])),
-        ("sample dtype", text(&samples["dtype"])),
-        ("completed", text(&qdl["completed"])),
-        ("re-sent", text(&qdl["resent"])),
-        ("nodes failed", text(&qdl["nodes_failed"])),
-        ("late answers", text(&qdl["late_answers"])),
-        ("first tokens", text(&qdl["first_tokens"])),
-        ("late first tokens", text(&qdl["late_first_tokens"])),
-        ("traffic seconds", text(&qdl["traffic_seconds"])),
-    ] {
-        row(out, &[td(label), td(v)]);
-    }
-    out.push_str("</table>\n<h3>Bandwidth (rules, Datacenter)</h3><table id=\"bandwidth\">\n");
-    let b = &r["bandwidth"];
-    row(out, &[td("rule"), td(text(&b["rule"]))]);
-    if b.get("required_ingress_bytes_per_s").is_some() {
-        for (label, key) in [
-            ("throughput (samples/s)", "throughput_samples_per_s"),
-            ("required ingress", "required_ingress_bytes_per_s"),
-            ("required egress", "required_egress_bytes_per_s"),
+    out.push_str("</table>\n");
+}
+
+/// The rules' bandwidth requirement against what was measured.
+fn bandwidth_table(out: &mut String, b: &BandwidthCheck) {
+    out.push_str("<h3>Bandwidth (rules, Datacenter)</h3><table id=\"bandwidth\">\n");
+    row(out, &[td("rule"), td(&b.rule)]);
+    if b.required_ingress_bytes_per_s.is_some() {
+        let throughput = b
+            .throughput_samples_per_s
+            .map_or("-".to_string(), |t| format!("{t:.3}"));
+        row(out, &[td("throughput (samples/s)"), num(throughput)]);
+        for (label, value) in [
+            ("required ingress", b.required_ingress_bytes_per_s),
+            ("required egress", b.required_egress_bytes_per_s),
             (
                 "measured ingress (wire)",
-                "measured_ingress_wire_bytes_per_s",
+                b.measured_ingress_wire_bytes_per_s,
             ),
             (
                 "measured ingress (decoded)",
-                "measured_ingress_decoded_bytes_per_s",
+                b.measured_ingress_decoded_bytes_per_s,
             ),
-            ("measured egress (wire)", "measured_egress_wire_bytes_per_s"),
-            ("LoadGen NIC rate", "loadgen_nic_rate_bytes_per_s"),
+            ("measured egress (wire)", b.measured_egress_wire_bytes_per_s),
+            ("LoadGen NIC rate", b.loadgen_nic_rate_bytes_per_s),
         ] {
-            let v = if key.starts_with("throughput") {
-                text(&b[key])
-            } else {
-                rate(&b[key])
-            };
-            row(out, &[td(label), num(v)]);
+            row(out, &[td(label), num(rate(value))]);
         }
-        for (label, key) in [
-            (
-                "NIC rate covers the required ingress",
-                "nic_rate_covers_ingress",
-            ),
-            ("egress above zero", "egress_above_zero"),
-        ] {
-            let cell = match b[key].as_bool() {
-                Some(true) => "<td class=\"yes\">Yes</td>".to_string(),
-                Some(false) => "<td class=\"no\">NO</td>".to_string(),
-                None => td("unknown"),
-            };
-            row(out, &[td(label), cell]);
-        }
+        row(
+            out,
+            &[
+                td("NIC rate covers the required ingress"),
+                yes_no(b.nic_rate_covers_ingress),
+            ],
+        );
+        row(out, &[td("egress above zero"), yes_no(b.egress_above_zero)]);
     }
-    out.push_str("</table></section>\n");
+    out.push_str("</table>\n");
 }
 
 #[cfg(test)]

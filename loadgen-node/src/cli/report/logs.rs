@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+use loadgen_node::run_record::RunRecord;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -30,7 +31,7 @@ pub struct RunLogs {
     pub accuracy_entries: usize,
     pub trace: Trace,
     /// `netdiv_run.json`, for network runs.
-    pub record: Option<Value>,
+    pub record: Option<RunRecord>,
 }
 
 /// `mlperf_log_summary.txt`, as the official LoadGen lays it out.
@@ -352,19 +353,7 @@ pub fn read_run(dir: &Path) -> Result<RunLogs> {
     let accuracy_entries = accuracy_entries(&text, &path)?;
     let (text, path) = read(dir, TRACE)?;
     let trace = Trace::parse(&text, &path)?;
-    let record_path = dir.join(crate::cli::record::FILE);
-    let record = match std::fs::read_to_string(&record_path) {
-        Ok(text) => Some(serde_json::from_str(&text).map_err(|e| {
-            anyhow::anyhow!(
-                "{} line {} column {}: garbled run record: {e}",
-                record_path.display(),
-                e.line(),
-                e.column()
-            )
-        })?),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", record_path.display())),
-    };
+    let record = RunRecord::read_in(dir)?;
     Ok(RunLogs {
         dir: dir.to_path_buf(),
         summary,

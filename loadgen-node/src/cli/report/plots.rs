@@ -3,9 +3,9 @@
 //! needed), or the reason it could not be drawn from this run's logs.
 
 use anyhow::{anyhow, Result};
+use loadgen_node::run_record::NodeRecord;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
-use serde_json::Value;
 
 use super::logs::RunLogs;
 
@@ -351,11 +351,12 @@ fn judged_latencies_ms(logs: &RunLogs) -> Vec<f64> {
     values
 }
 
-fn node_label(node: &Value, i: usize) -> String {
-    node["name"]
-        .as_str()
-        .filter(|s| !s.is_empty())
-        .map_or_else(|| format!("node {i}"), str::to_string)
+fn node_label(node: &NodeRecord, i: usize) -> String {
+    if node.name.is_empty() {
+        format!("node {i}")
+    } else {
+        node.name.clone()
+    }
 }
 
 fn missing(id: &'static str, title: &str, section: Section, why: String) -> Plot {
@@ -487,7 +488,6 @@ fn throughput(samples: &[super::logs::TraceSample]) -> Result<PlotBody> {
 }
 
 fn token_plots(logs: &RunLogs, out: &mut Vec<Plot>) {
-    let s = Section::Tokens;
     let token_model = logs
         .detail
         .value("result_first_token_mean_latency_ns")
@@ -501,6 +501,14 @@ fn token_plots(logs: &RunLogs, out: &mut Vec<Plot>) {
     if !token_model {
         return;
     }
+    ttft_plots(logs, out);
+    tpot_plot(logs, out);
+}
+
+/// The histogram and cumulative curve of time to first token (from the
+/// trace), or why they are missing.
+fn ttft_plots(logs: &RunLogs, out: &mut Vec<Plot>) {
+    let s = Section::Tokens;
     let mut ttft: Vec<f64> = logs
         .trace
         .samples
@@ -553,8 +561,12 @@ fn token_plots(logs: &RunLogs, out: &mut Vec<Plot>) {
             ),
         ));
     }
-    // The trace has no token counts, so TPOT comes from the detail log's
-    // percentiles.
+}
+
+/// Time per output token by percentile, against its constraint. The trace
+/// has no token counts, so TPOT comes from the detail log's percentiles.
+fn tpot_plot(logs: &RunLogs, out: &mut Vec<Plot>) {
+    let s = Section::Tokens;
     let tpot = logs
         .detail
         .percentiles("result_time_per_output_token_", "_percentile_ns");
@@ -596,24 +608,27 @@ fn token_plots(logs: &RunLogs, out: &mut Vec<Plot>) {
 }
 
 fn network_plots(logs: &RunLogs, out: &mut Vec<Plot>) {
-    let s = Section::Network;
     let Some(record) = &logs.record else {
         return;
     };
-    let nodes: Vec<&Value> = record["nodes"]
-        .as_array()
-        .map(|a| a.iter().collect())
-        .unwrap_or_default();
+    let nodes = &record.nodes;
     if nodes.is_empty() {
         return;
     }
-    let completed = |n: &Value| {
-        n["traffic"]["latency"]["count"]
-            .as_u64()
-            .or_else(|| n["traffic"]["answers"].as_u64())
-            .unwrap_or(0)
+    node_share_plot(nodes, out);
+    node_latency_plot(nodes, out);
+    name_round_trip_plot(nodes, out);
+}
+
+/// Each node's share of the completed samples.
+fn node_share_plot(nodes: &[NodeRecord], out: &mut Vec<Plot>) {
+    let s = Section::Network;
+    // Older records counted answers only, not timed completions.
+    let completed = |n: &NodeRecord| match n.traffic.latency.count {
+        0 => n.traffic.answers,
+        count => count,
     };
-    let total: u64 = nodes.iter().map(|n| completed(n)).sum();
+    let total: u64 = nodes.iter().map(completed).sum();
     let share: Vec<(String, f64)> = nodes
         .iter()
         .enumerate()
@@ -632,18 +647,24 @@ fn network_plots(logs: &RunLogs, out: &mut Vec<Plot>) {
         s,
         bars("Samples completed per node", "% of samples", &share),
     ));
+}
+
+/// Each node's sample round trips, cumulative.
+fn node_latency_plot(nodes: &[NodeRecord], out: &mut Vec<Plot>) {
+    let s = Section::Network;
     let curves: Vec<(String, Vec<(f64, f64)>)> = nodes
         .iter()
         .enumerate()
         .filter_map(|(i, n)| {
-            let buckets = n["traffic"]["latency"]["buckets"].as_array()?;
-            let count = n["traffic"]["latency"]["count"].as_f64()?;
+            let latency = &n.traffic.latency;
+            let count = latency.count as f64;
             let mut seen = 0.0;
-            let points = buckets
+            let points = latency
+                .buckets
                 .iter()
-                .filter_map(|b| {
-                    seen += b[1].as_f64()?;
-                    Some((b[0].as_f64()? / 1e3, seen / count))
+                .map(|&(bound_us, completions)| {
+                    seen += completions as f64;
+                    (bound_us as f64 / 1e3, seen / count)
                 })
                 .collect::<Vec<_>>();
             (!points.is_empty()).then(|| (node_label(n, i), points))
@@ -668,15 +689,21 @@ fn network_plots(logs: &RunLogs, out: &mut Vec<Plot>) {
             ),
         ));
     }
+}
+
+/// Each Name() round trip, per node.
+fn name_round_trip_plot(nodes: &[NodeRecord], out: &mut Vec<Plot>) {
+    let s = Section::Network;
     let name_trips: Vec<(String, Vec<(f64, f64)>)> = nodes
         .iter()
         .enumerate()
         .filter_map(|(i, n)| {
-            let trips = n["traffic"]["name_round_trips_us"].as_array()?;
-            let points: Vec<(f64, f64)> = trips
+            let points: Vec<(f64, f64)> = n
+                .traffic
+                .name_round_trips_us
                 .iter()
                 .enumerate()
-                .filter_map(|(k, v)| Some(((k + 1) as f64, v.as_f64()? / 1e3)))
+                .map(|(k, &us)| ((k + 1) as f64, us as f64 / 1e3))
                 .collect();
             (!points.is_empty()).then(|| (node_label(n, i), points))
         })

@@ -11,7 +11,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use loadgen_node::engine::settings::Scenario;
 use qdl::node_url::NodeUrl;
 
-use super::args::{Engine, RunArgs};
+use super::plan::{RunPlan, Target};
+use crate::cli::args::Engine;
 
 const USER_CONF: &str = include_str!("embedded-user.conf");
 const NODE_CONFIG: &str = include_str!("embedded-node.toml");
@@ -101,8 +102,11 @@ impl Drop for LocalNode {
 
 /// The sut-node program: the flag, `$NETDIV_SUT_NODE`, next to this
 /// program (as cargo builds them), or on PATH.
-fn sut_node_program(args: &RunArgs) -> Result<PathBuf> {
-    if let Some(p) = &args.network.sut_node_bin {
+fn sut_node_program(plan: &RunPlan) -> Result<PathBuf> {
+    if let Target::Embedded {
+        sut_node_bin: Some(p),
+    } = &plan.target
+    {
         return Ok(p.clone());
     }
     if let Some(p) = std::env::var_os("NETDIV_SUT_NODE") {
@@ -132,7 +136,7 @@ fn sut_node_program(args: &RunArgs) -> Result<PathBuf> {
 /// in a process of its own, as a submitter runs it: this program again,
 /// with the same flags, against the nodes already started.
 fn official_in_child(
-    args: &RunArgs,
+    plan: &RunPlan,
     scenario: Scenario,
     urls: &[NodeUrl],
     output: &Path,
@@ -150,7 +154,7 @@ fn official_in_child(
     for url in urls {
         command.arg("--sut-node").arg(url.to_string());
     }
-    if args.user_conf.is_none() {
+    if plan.configs.user.is_none() {
         let conf = output.join("embedded-user.conf");
         std::fs::write(&conf, USER_CONF)
             .with_context(|| format!("cannot write {}", conf.display()))?;
@@ -173,34 +177,24 @@ fn passed_through(args: impl Iterator<Item = String>) -> Vec<String> {
         ("--scenario", true),
         ("--sut-node-bin", true),
     ];
-    super::child::run_flags(args, OWN)
+    crate::cli::child::run_flags(args, OWN)
 }
 
 /// Starts the local nodes, runs the test(s) through the QDL, stops them.
-pub fn run_default(args: &RunArgs) -> Result<()> {
-    if args.record_issued.is_some() && args.scenario.is_none() {
-        bail!("--record-issued with the embedded default needs --scenario (it runs two tests)");
-    }
-    super::setup::check_interactive(args)?;
-    let scenarios = match args.scenario {
-        Some(s) => vec![s.scenario],
-        None => vec![Scenario::Offline, Scenario::Server],
-    };
-    for scenario in &scenarios {
-        super::setup::check_round(args, *scenario)?;
-    }
-    let program = sut_node_program(args)?;
-    std::fs::create_dir_all(&args.output)
-        .with_context(|| format!("cannot create {}", args.output.display()))?;
-    let config = args.output.join("embedded-sut-node.toml");
+pub fn run_default(plan: &RunPlan) -> Result<()> {
+    let scenarios = plan.scenarios();
+    let program = sut_node_program(plan)?;
+    let dir = &plan.outputs.dir;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let config = dir.join("embedded-sut-node.toml");
     std::fs::write(&config, NODE_CONFIG)
         .with_context(|| format!("cannot write {}", config.display()))?;
     // The nodes serve the run's benchmark (the config's is ResNet-50).
-    let benchmark = super::setup::benchmark(args).to_string();
+    let benchmark = plan.benchmark.to_string();
     let mut nodes = Vec::new();
     for i in 1..=NODES {
         let name = format!("local-node-{i}");
-        let log = args.output.join(format!("{name}.log"));
+        let log = dir.join(format!("{name}.log"));
         nodes.push(LocalNode::start(
             &program, &name, &benchmark, &config, &log,
         )?);
@@ -217,28 +211,25 @@ pub fn run_default(args: &RunArgs) -> Result<()> {
     let scenarios_run: Vec<&str> = scenarios.iter().map(|s| s.name()).collect();
     for scenario in scenarios.iter().copied() {
         println!("\n== {} through the QDL ==", scenario.name());
-        let output = args.output.join(scenario.name());
-        if args.loadgen == Engine::Official {
-            official_in_child(args, scenario, &urls, &output)?;
+        let output = dir.join(scenario.name());
+        if plan.engine == Engine::Official {
+            official_in_child(plan, scenario, &urls, &output)?;
         } else {
-            super::run::run_network(args, scenario, urls.clone(), Some(USER_CONF), &output)?;
+            super::network::run(plan, scenario, urls.clone(), Some(USER_CONF), &output)?;
             // (The official LoadGen's child run writes its own.)
-            super::run::report_after(args, &output);
+            super::report_after(plan, &output);
         }
         verdicts.push(format!("{:<8} {}", scenario.name(), verdict(&output)));
     }
     drop(nodes);
-    println!(
-        "\nNode logs and configuration are in {}",
-        args.output.display()
-    );
+    println!("\nNode logs and configuration are in {}", dir.display());
     println!("\nVerdict:");
     for line in &verdicts {
         println!("  {line}");
     }
     let reports: Vec<PathBuf> = scenarios_run
         .iter()
-        .map(|s| args.output.join(s).join(super::report::FILE))
+        .map(|s| dir.join(s).join(crate::cli::report::FILE))
         .filter(|p| p.is_file())
         .collect();
     if !reports.is_empty() {

@@ -1,11 +1,19 @@
-//! Turning `run` flags into the pieces of a test: settings from the config
-//! files, the sample store and its QSL, the QDL's configuration and the
-//! in-process node.
+//! A `run` resolved from its flags once: [`RunPlan::from_args`] checks the
+//! flags, settles the round, the benchmark and the model, what the run is
+//! against ([`Target`]), where its samples come from, the QDL's
+//! configuration and what the run writes. Everything after it takes the
+//! plan, not the flags; a bad flag fails here, before anything starts.
 
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use loadgen_node::engine::settings::{apply_config, ConfKind, ConfigFile, Scenario, TestSettings};
+use loadgen_node::engine::rng::UniformIntVariant;
+use loadgen_node::engine::settings::{
+    apply_config, ConfKind, ConfigFile, Scenario, TestMode, TestSettings,
+};
+use loadgen_node::engine::EngineOptions;
 use loadgen_node::round::Round;
 use loadgen_node::sut::local::LocalNodeSut;
 use loadgen_node::sut::network::StoreQsl;
@@ -13,304 +21,460 @@ use loadgen_node::sut::Counters;
 use netdiv_proto::codec::Codec;
 use netdiv_proto::transport;
 use netdiv_proto::Benchmark;
-use qdl::samples::{SampleSource, SampleStore};
+use qdl::node_url::NodeUrl;
+use qdl::samples::{DType, SampleSource, SampleStore};
+use sut_node::backend::BackendConfig;
 use sut_node::batcher::BatchPolicy;
 
-use super::args::{NetworkArgs, RunArgs, SutKind};
+use super::progress::ProgressMode;
+use crate::cli::args::{Engine, NetworkArgs, RunArgs, ScenarioArg, SutKind};
 
-/// The benchmark named by `--benchmark`, or the default for this SUT: the
-/// 4-byte `null` samples for the in-process SUTs that measure the harness,
-/// ResNet-50 (a sut-node's default) otherwise.
-/// With `--scenario Interactive`, the benchmark's interactive variant.
-pub fn benchmark(args: &RunArgs) -> Benchmark {
-    let benchmark = named_benchmark(args);
-    match args.scenario {
-        Some(s) if s.interactive => interactive_variant(&benchmark).unwrap_or(benchmark),
-        _ => benchmark,
+/// What a run drives.
+#[derive(Debug)]
+pub enum Target {
+    /// No SUT flags: two local sut-nodes this program starts.
+    Embedded {
+        /// The sut-node program to start, if given.
+        sut_node_bin: Option<PathBuf>,
+    },
+    /// `--sut null`: answers at once.
+    Null {
+        /// Tokens per answer for token models.
+        output_tokens: Option<i64>,
+    },
+    /// `--sut synthetic` or `--sut local`: a sut-node core in this
+    /// process, with this backend and batching.
+    InProcess {
+        /// The backend.
+        backend: Box<BackendConfig>,
+        /// SUT-side batching.
+        batching: BatchPolicy,
+        /// Where it came from, for errors (`--node-config FILE`).
+        origin: String,
+    },
+    /// `--sut-node URL...`: through the QDL.
+    Network {
+        /// The nodes, as given.
+        nodes: Vec<NodeUrl>,
+    },
+}
+
+/// The config files a test's settings come from.
+#[derive(Debug)]
+pub struct ConfigFiles {
+    /// Replaces the round's embedded mlperf.conf.
+    pub mlperf: Option<PathBuf>,
+    /// Applied after mlperf.conf.
+    pub user: Option<PathBuf>,
+    /// Compliance-test overrides.
+    pub audit: Option<PathBuf>,
+    /// `--mode`, over the config files' `mode`.
+    pub mode: Option<TestMode>,
+}
+
+/// Where samples come from and how many there are.
+#[derive(Debug)]
+pub struct SamplesPlan {
+    /// A folder of `.npy` files, else synthetic data.
+    pub data_dir: Option<PathBuf>,
+    /// Synthetic data's seed, shape and element type.
+    pub seed: u64,
+    pub shape: Option<Vec<usize>>,
+    pub dtype: Option<DType>,
+    /// The codec samples are stored and sent in.
+    pub codec: Codec,
+    /// `--total-sample-count` and `--performance-sample-count`.
+    pub total: Option<usize>,
+    pub performance: Option<usize>,
+}
+
+/// A run's Prometheus endpoint.
+#[derive(Clone, Copy, Debug)]
+pub struct MetricsPlan {
+    pub listen: std::net::SocketAddr,
+    /// How long the final metrics stay up after the run.
+    pub linger: Duration,
+}
+
+/// What a run writes and shows.
+#[derive(Debug)]
+pub struct Outputs {
+    /// The MLPerf logs' folder.
+    pub dir: PathBuf,
+    /// Every issued QSL index, one per line.
+    pub record_issued: Option<PathBuf>,
+    /// Whether the trace log is written.
+    pub trace: bool,
+    /// Whether the HTML report is written after the run.
+    pub report: bool,
+    /// Live progress, and how often a line is logged without a bar.
+    pub progress: ProgressMode,
+    pub progress_interval: Duration,
+    pub metrics: Option<MetricsPlan>,
+}
+
+/// A `run`, resolved.
+#[derive(Debug)]
+pub struct RunPlan {
+    /// The round: `--round`, else the current one.
+    pub round: Round,
+    /// `--round` was given: the benchmark and each scenario must be in its
+    /// Datacenter suite.
+    pub round_given: bool,
+    /// Which LoadGen runs the test.
+    pub engine: Engine,
+    /// The rules of a submission run apply.
+    pub submission_mode: bool,
+    pub target: Target,
+    /// `--scenario`, if given.
+    pub scenario: Option<ScenarioArg>,
+    /// The benchmark (its interactive variant for `--scenario
+    /// Interactive`).
+    pub benchmark: Benchmark,
+    /// The model config lines are looked up for.
+    pub model: String,
+    /// The name an in-process SUT reports.
+    pub sut_name: String,
+    pub configs: ConfigFiles,
+    pub samples: SamplesPlan,
+    pub outputs: Outputs,
+    /// The QDL's configuration, less the nodes and the per-scenario I/O
+    /// threads.
+    pub qdl: QdlPlan,
+    pub uniform_int: UniformIntVariant,
+    /// The CPU wake-up latency bound to hold while the run lasts (µs).
+    pub cpu_latency_us: Option<u32>,
+}
+
+impl RunPlan {
+    /// The plan of `run ARGS`; every flag problem is found here.
+    pub fn from_args(args: &RunArgs) -> Result<RunPlan> {
+        let target = target(args)?;
+        let benchmark = benchmark_for(args)?;
+        let model = args
+            .model
+            .clone()
+            .unwrap_or_else(|| benchmark.config_model());
+        let plan = RunPlan {
+            round: args.round.unwrap_or(Round::CURRENT),
+            round_given: args.round.is_some(),
+            engine: args.loadgen,
+            submission_mode: args.submission_mode,
+            scenario: args.scenario,
+            benchmark,
+            model,
+            sut_name: args.sut_name.clone(),
+            configs: ConfigFiles {
+                mlperf: args.mlperf_conf.clone(),
+                user: args.user_conf.clone(),
+                audit: args.audit_conf.clone(),
+                mode: args.mode,
+            },
+            samples: SamplesPlan {
+                data_dir: args.data.data_dir.clone(),
+                seed: args.data.sample_seed,
+                shape: args.data.sample_shape.clone(),
+                dtype: args.data.sample_dtype,
+                codec: args.data.sample_codec,
+                total: args.total_sample_count,
+                performance: args.performance_sample_count,
+            },
+            outputs: Outputs {
+                dir: args.output.clone(),
+                record_issued: args.record_issued.clone(),
+                trace: !args.no_trace,
+                report: !args.no_report,
+                progress: args.progress,
+                progress_interval: args.progress_interval.0,
+                metrics: args.metrics_listen.map(|listen| MetricsPlan {
+                    listen,
+                    linger: args.metrics_linger.0,
+                }),
+            },
+            qdl: QdlPlan::from_args(&args.network)?,
+            uniform_int: args.uniform_int,
+            cpu_latency_us: args.cpu_latency_us,
+            target,
+        };
+        plan.check()?;
+        Ok(plan)
     }
-}
 
-/// The benchmark `--benchmark` names, or the SUT's default.
-fn named_benchmark(args: &RunArgs) -> Benchmark {
-    match (args.data.benchmark, args.sut) {
-        (Some(b), _) => b,
-        (None, Some(SutKind::Null | SutKind::Synthetic)) => parse_known("null"),
-        (None, _) => parse_known("resnet50"),
+    /// The checks that need more than one flag.
+    fn check(&self) -> Result<()> {
+        if self.submission_mode {
+            super::submission_mode::check_plan(self)?;
+        }
+        let in_process = !matches!(
+            self.target,
+            Target::Embedded { .. } | Target::Network { .. }
+        );
+        if in_process && self.engine == Engine::Official {
+            bail!("--loadgen official drives network SUTs (--sut-node or the embedded default), not --sut null, synthetic or local");
+        }
+        if matches!(self.target, Target::Embedded { .. })
+            && self.outputs.record_issued.is_some()
+            && self.scenario.is_none()
+        {
+            bail!("--record-issued with the embedded default needs --scenario (it runs two tests)");
+        }
+        // Without --scenario only the embedded default knows its
+        // scenarios; `submission` and `audit` check their own.
+        let scenarios = match (&self.target, self.scenario) {
+            (_, Some(s)) => vec![s.scenario],
+            (Target::Embedded { .. }, None) => self.scenarios(),
+            _ => Vec::new(),
+        };
+        for scenario in scenarios {
+            self.check_in_round(scenario)?;
+        }
+        Ok(())
     }
-}
 
-/// `llama2-70b` → `llama2-70b-interactive` (keeping an accuracy target).
-fn interactive_variant(
-    b: &Benchmark,
-) -> Result<Benchmark, netdiv_proto::benchmark::BenchmarkError> {
-    if b.is_interactive() {
-        return Ok(*b);
-    }
-    let name = match b.accuracy_target() {
-        Some(target) => format!("{}-interactive-{target}", b.name()),
-        None => format!("{}-interactive", b.name()),
-    };
-    Benchmark::parse(&name)
-}
-
-/// The round the run is for: `--round`, else the current one.
-pub fn round(args: &RunArgs) -> Round {
-    args.round.unwrap_or(Round::CURRENT)
-}
-
-/// With `--round`, a run against sut-nodes must be of a benchmark and
-/// scenario of that round's Datacenter suite (Interactive is a scenario
-/// from v5.1, a model of its own in v5.0). The in-process SUTs (`--sut`)
-/// measure the harness, with any model, and are not checked.
-pub fn check_round(args: &RunArgs, scenario: Scenario) -> Result<()> {
-    let (Some(round), None) = (args.round, args.sut) else {
-        return Ok(());
-    };
-    let benchmark = benchmark(args);
-    let scenario = if benchmark.is_interactive() && !round.interactive_is_a_model() {
-        "Interactive"
-    } else {
-        scenario.name()
-    };
-    round.check_in_suite(&benchmark, scenario)?;
-    Ok(())
-}
-
-/// `--scenario Interactive` needs a benchmark the rules run interactively.
-pub fn check_interactive(args: &RunArgs) -> Result<()> {
-    if !args.scenario.is_some_and(|s| s.interactive) || args.model.is_some() {
-        return Ok(());
-    }
-    let plain = named_benchmark(args);
-    interactive_variant(&plain)
-        .map(|_| ())
-        .with_context(|| format!("--scenario Interactive with --benchmark {plain}"))
-}
-
-/// A name of the benchmark table.
-fn parse_known(name: &str) -> Benchmark {
-    Benchmark::parse(name).expect("the table has it")
-}
-
-/// Total and performance sample counts: the flags, else the data folder's
-/// size, else the benchmark's.
-pub fn counts(
-    args: &RunArgs,
-    benchmark: &Benchmark,
-    files: Option<usize>,
-) -> Result<(usize, usize)> {
-    let spec = benchmark.spec();
-    let total = args
-        .total_sample_count
-        .or(files)
-        .unwrap_or(spec.total_sample_count);
-    let performance = args
-        .performance_sample_count
-        .unwrap_or(spec.performance_sample_count.min(total));
-    if total == 0 || performance == 0 {
-        bail!("--total-sample-count and --performance-sample-count must be at least 1");
-    }
-    if total > u32::MAX as usize {
-        bail!("--total-sample-count {total} is larger than 2^32-1");
-    }
-    if let Some(files) = files {
-        if total > files {
-            bail!(
-                "--total-sample-count {total} is more than the {files} .npy files in {}",
-                args.data
-                    .data_dir
-                    .as_ref()
-                    .expect("files come from a folder")
-                    .display()
-            );
+    /// The scenarios to run: the one `--scenario` names, else (the
+    /// embedded default) Offline then Server.
+    pub fn scenarios(&self) -> Vec<Scenario> {
+        match self.scenario {
+            Some(s) => vec![s.scenario],
+            None => vec![Scenario::Offline, Scenario::Server],
         }
     }
-    Ok((total, performance))
-}
 
-/// The model name config lines are looked up for: `--model`, else the
-/// benchmark's (`llama2-70b-interactive` for the interactive variant).
-pub fn model(args: &RunArgs) -> String {
-    match &args.model {
-        Some(m) => m.clone(),
-        None => benchmark(args).config_model(),
-    }
-}
-
-/// mlperf.conf (embedded or replaced), then user.conf (or, for the
-/// embedded default, its own short-run settings), then the flags.
-pub fn settings(
-    args: &RunArgs,
-    scenario: Scenario,
-    embedded_user_conf: Option<&str>,
-) -> Result<TestSettings> {
-    let model = model(args);
-    let mut settings = TestSettings {
-        scenario,
-        ..TestSettings::default()
-    };
-    let mlperf = match &args.mlperf_conf {
-        Some(path) => ConfigFile::load(path)?,
-        None => {
-            let round = round(args);
-            ConfigFile::parse(
-                round.mlperf_conf(),
-                &format!("embedded mlperf.conf of round {round}"),
-            )?
+    /// With `--round`, a run against sut-nodes must be of a benchmark and
+    /// scenario of that round's Datacenter suite (Interactive is a
+    /// scenario from v5.1, a model of its own in v5.0). The in-process
+    /// SUTs measure the harness, with any model, and are not checked.
+    fn check_in_round(&self, scenario: Scenario) -> Result<()> {
+        let network = matches!(
+            self.target,
+            Target::Embedded { .. } | Target::Network { .. }
+        );
+        if !self.round_given || !network {
+            return Ok(());
         }
-    };
-    let user = match (&args.user_conf, embedded_user_conf) {
-        (Some(path), _) => Some(ConfigFile::load(path)?),
-        (None, Some(text)) => Some(ConfigFile::parse(text, "embedded default user.conf")?),
-        (None, None) => None,
-    };
-    for (cfg, kind) in [
-        (Some(&mlperf), ConfKind::Mlperf),
-        (user.as_ref(), ConfKind::User),
-    ] {
-        let Some(cfg) = cfg else { continue };
-        for (line, key) in &cfg.unknown_keys {
-            tracing::warn!("{}:{line}: {key:?} names no setting; ignored", cfg.origin());
+        let scenario = if self.benchmark.is_interactive() && !self.round.interactive_is_a_model() {
+            "Interactive"
+        } else {
+            scenario.name()
+        };
+        self.round.check_in_suite(&self.benchmark, scenario)?;
+        Ok(())
+    }
+
+    /// The scenario as the rules name it (Interactive for an interactive
+    /// run).
+    pub fn scenario_name(&self, scenario: Scenario) -> String {
+        match self.scenario {
+            Some(s) if s.interactive => "Interactive".into(),
+            _ => scenario.name().into(),
         }
-        apply_config(&mut settings, cfg, &model, scenario, kind)?;
     }
-    if let Some(mode) = args.mode {
-        settings.mode = mode;
+
+    /// mlperf.conf (embedded or replaced), then user.conf (or, for the
+    /// embedded default, its own short-run settings), then `--mode`.
+    pub fn settings(
+        &self,
+        scenario: Scenario,
+        embedded_user_conf: Option<&str>,
+    ) -> Result<TestSettings> {
+        let mut settings = TestSettings {
+            scenario,
+            ..TestSettings::default()
+        };
+        let mlperf = match &self.configs.mlperf {
+            Some(path) => ConfigFile::load(path)?,
+            None => ConfigFile::parse(
+                self.round.mlperf_conf(),
+                &format!("embedded mlperf.conf of round {}", self.round),
+            )?,
+        };
+        let user = match (&self.configs.user, embedded_user_conf) {
+            (Some(path), _) => Some(ConfigFile::load(path)?),
+            (None, Some(text)) => Some(ConfigFile::parse(text, "embedded default user.conf")?),
+            (None, None) => None,
+        };
+        for (cfg, kind) in [
+            (Some(&mlperf), ConfKind::Mlperf),
+            (user.as_ref(), ConfKind::User),
+        ] {
+            let Some(cfg) = cfg else { continue };
+            for (line, key) in &cfg.unknown_keys {
+                tracing::warn!("{}:{line}: {key:?} names no setting; ignored", cfg.origin());
+            }
+            apply_config(&mut settings, cfg, &self.model, scenario, kind)?;
+        }
+        if let Some(mode) = self.configs.mode {
+            settings.mode = mode;
+        }
+        Ok(settings)
     }
-    Ok(settings)
+
+    /// Total and performance sample counts: the flags, else the data
+    /// folder's size (`files`), else the benchmark's.
+    pub fn counts(&self, files: Option<usize>) -> Result<(usize, usize)> {
+        let spec = self.benchmark.spec();
+        let total = self
+            .samples
+            .total
+            .or(files)
+            .unwrap_or(spec.total_sample_count);
+        let performance = self
+            .samples
+            .performance
+            .unwrap_or(spec.performance_sample_count.min(total));
+        if total == 0 || performance == 0 {
+            bail!("--total-sample-count and --performance-sample-count must be at least 1");
+        }
+        if total > u32::MAX as usize {
+            bail!("--total-sample-count {total} is larger than 2^32-1");
+        }
+        if let (Some(files), Some(dir)) = (files, &self.samples.data_dir) {
+            if total > files {
+                bail!(
+                    "--total-sample-count {total} is more than the {files} samples in {}",
+                    dir.display()
+                );
+            }
+        }
+        Ok((total, performance))
+    }
+
+    /// The sample store the plan describes, as a QSL.
+    pub fn qsl(&self) -> Result<StoreQsl> {
+        let source = match &self.samples.data_dir {
+            Some(path) => self.dataset(path)?,
+            // LLMs: unpadded prompts of the data set's lengths, unless a
+            // shape is given.
+            None => SampleSource::synthetic_with(
+                &self.benchmark,
+                self.samples.seed,
+                self.samples.shape.clone(),
+                self.samples.dtype,
+            ),
+        };
+        let (total, performance) = self.counts(source.count())?;
+        let store = SampleStore::new(self.benchmark, source, self.samples.codec, total)
+            .context("--sample-codec")?;
+        Ok(StoreQsl {
+            store: Arc::new(store),
+            performance_sample_count: performance,
+        })
+    }
+
+    /// The data at `--data-dir PATH`, checked to be this benchmark's kind
+    /// of sample (token-id prompts for an LLM, volumes for 3D-UNet).
+    fn dataset(&self, path: &std::path::Path) -> Result<SampleSource> {
+        let source = SampleSource::from_path(path)
+            .with_context(|| format!("--data-dir {}", path.display()))?;
+        if let SampleSource::Dataset(data) = &source {
+            let wants_prompts = self.benchmark.prompt_tokens().is_some();
+            let wants_volumes = self.benchmark.volumes().is_some();
+            if data.is_prompts() != wants_prompts || (!data.is_prompts() && !wants_volumes) {
+                bail!(
+                    "--data-dir {}: {} is not {}'s input ({})",
+                    path.display(),
+                    data.describe(),
+                    self.benchmark,
+                    if wants_prompts {
+                        "token-id prompts"
+                    } else if wants_volumes {
+                        "3D-UNet volumes"
+                    } else {
+                        "a folder of .npy files"
+                    }
+                );
+            }
+        }
+        Ok(source)
+    }
+
+    /// The QDL's configuration for `nodes` in `scenario`.
+    pub fn qdl_config(&self, nodes: Vec<NodeUrl>, scenario: Scenario) -> Result<qdl::QdlConfig> {
+        let mut config = self.qdl.config(nodes, &self.benchmark)?;
+        config.no_failover = self.submission_mode;
+        config.io_threads = self.qdl.io_threads_for(scenario);
+        Ok(config)
+    }
+
+    /// The engine's options for a test of this plan.
+    pub fn engine_options(&self) -> EngineOptions {
+        EngineOptions {
+            uniform_int: self.uniform_int,
+            audit_config: self.configs.audit.clone(),
+            record_issued: self.outputs.record_issued.is_some(),
+            release: self.round.release(),
+        }
+    }
+
+    /// A sut-node core with `backend` and `batching`, driven in this
+    /// process on the store's samples.
+    pub fn in_process_node(
+        &self,
+        backend: &BackendConfig,
+        batching: BatchPolicy,
+        store: Arc<SampleStore>,
+        counters: Arc<Counters>,
+    ) -> Result<LocalNodeSut> {
+        use sut_node::node::{Node, NodeSettings};
+        let node = Node::from_config(
+            NodeSettings {
+                name: self.sut_name.clone(),
+                benchmark: *store.benchmark(),
+                response_codec: Codec::None,
+                max_sample_bytes: u64::MAX,
+                batching,
+                limits: sut_node::limits::Limits::defaults(store.benchmark()),
+            },
+            backend,
+        )?;
+        Ok(LocalNodeSut::new(
+            self.sut_name.clone(),
+            node,
+            store,
+            counters,
+        ))
+    }
 }
 
-/// The sample store the flags describe, as a QSL.
-pub fn qsl(args: &RunArgs) -> Result<StoreQsl> {
-    let benchmark = benchmark(args);
-    let source = match &args.data.data_dir {
-        Some(dir) => SampleSource::npy_dir(dir)?,
-        // LLMs: unpadded prompts of the data set's lengths, unless a
-        // shape is given.
-        None => SampleSource::synthetic_with(
-            &benchmark,
-            args.data.sample_seed,
-            args.data.sample_shape.clone(),
-            args.data.sample_dtype,
-        ),
-    };
-    let (total, performance) = counts(args, &benchmark, source.count())?;
-    let store = SampleStore::new(benchmark, source, args.data.sample_codec, total)
-        .context("--sample-codec")?;
-    Ok(StoreQsl {
-        store: Arc::new(store),
-        performance_sample_count: performance,
+/// What `run`'s flags ask to run against.
+fn target(args: &RunArgs) -> Result<Target> {
+    if args.null_output_tokens.is_some() && args.sut != Some(SutKind::Null) {
+        bail!("--null-output-tokens sets how --sut null answers token models; it has no effect on other SUTs");
+    }
+    if args.synthetic.any() && args.sut != Some(SutKind::Synthetic) {
+        bail!("the --synthetic-* flags set the cost model of --sut synthetic; --sut null answers at once");
+    }
+    Ok(match args.sut {
+        Some(SutKind::Null) => Target::Null {
+            output_tokens: args.null_output_tokens,
+        },
+        Some(SutKind::Synthetic) => synthetic_target(args),
+        Some(SutKind::Local) => {
+            let Some(path) = &args.node_config else {
+                bail!("--sut local needs --node-config FILE (a sut-node config file)");
+            };
+            let file = sut_node::config::FileConfig::load(path)?;
+            Target::InProcess {
+                backend: Box::new(file.backend_config()),
+                batching: file.batching,
+                origin: format!("node config {}", path.display()),
+            }
+        }
+        None if args.network.sut_node.is_empty() => Target::Embedded {
+            sut_node_bin: args.network.sut_node_bin.clone(),
+        },
+        None => Target::Network {
+            nodes: args.network.sut_node.clone(),
+        },
     })
 }
 
-/// The QDL's I/O threads when `--io-threads` is not given, for Server and
-/// Offline (and calls outside a run): the links' reading and writing
-/// spread over two threads.
-const THROUGHPUT_IO_THREADS: usize = 2;
-
-/// The QDL's I/O threads for `scenario`: `--io-threads`, else one for
-/// SingleStream and MultiStream. With one query in flight, a second thread
-/// only adds a wake-up between the two to each answer (measured on a
-/// 2-CPU VM: SingleStream p99 about 40 µs lower with one thread, on both
-/// transports; docs/benchmarks.md, "Wire speed").
-pub fn io_threads(n: &NetworkArgs, scenario: Scenario) -> usize {
-    n.io_threads.unwrap_or(match scenario {
-        Scenario::SingleStream | Scenario::MultiStream => 1,
-        Scenario::Server | Scenario::Offline => THROUGHPUT_IO_THREADS,
-    })
-}
-
-/// The QDL's configuration from the network flags.
-/// Message and window limits follow `benchmark`'s largest sample.
-pub fn qdl_config(
-    n: &NetworkArgs,
-    nodes: Vec<qdl::node_url::NodeUrl>,
-    benchmark: &Benchmark,
-) -> Result<qdl::QdlConfig> {
-    let tls = match (&n.dev_tls, &n.tls_ca) {
-        (Some(dir), _) => Some(qdl::tls::ClientTls::dev(dir)),
-        (None, Some(ca)) => Some(qdl::tls::ClientTls {
-            ca: ca.clone(),
-            identity: n.tls_cert.clone().zip(n.tls_key.clone()),
-            server_name: None,
-        }),
-        (None, None) => None,
-    }
-    .map(|mut tls| {
-        tls.server_name = n.tls_server_name.clone().or(tls.server_name);
-        tls
-    });
-    let nodes = if n.expand_dns {
-        let mut expanded = Vec::new();
-        for url in &nodes {
-            expanded.extend(url.expand_dns()?);
-        }
-        tracing::info!(
-            event = "nodes_expanded",
-            nodes = expanded.len(),
-            "--expand-dns: {}",
-            expanded
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        expanded
-    } else {
-        nodes
-    };
-    if n.window == 0 || n.max_piece_samples == 0 || n.io_threads == Some(0) {
-        bail!("--window, --max-piece-samples and --io-threads must be at least 1");
-    }
-    let mut config = qdl::QdlConfig::new(nodes);
-    config.tls = tls;
-    config.policy = n.dispatch;
-    config.window.samples = n.window;
-    config.max_piece_samples = n.max_piece_samples;
-    config.max_message_bytes = transport::message_limit(benchmark);
-    config.window.bytes = transport::default_window_bytes(benchmark);
-    config.io_threads = n.io_threads.unwrap_or(THROUGHPUT_IO_THREADS);
-    if !(n.node_timeout >= 0.0 && n.node_timeout.is_finite()) {
-        bail!(
-            "--node-timeout {} is not a number of seconds",
-            n.node_timeout
-        );
-    }
-    config.node_timeout =
-        (n.node_timeout > 0.0).then(|| std::time::Duration::from_secs_f64(n.node_timeout));
-    if !(n.rejoin_max_backoff >= 0.1 && n.rejoin_max_backoff <= 3600.0) {
-        bail!(
-            "--rejoin-max-backoff {} is not between 0.1 and 3600 seconds",
-            n.rejoin_max_backoff
-        );
-    }
-    config.rejoin = (!n.no_rejoin).then(|| qdl::Backoff {
-        first: std::time::Duration::from_millis(100),
-        max: std::time::Duration::from_secs_f64(n.rejoin_max_backoff),
-    });
-    Ok(config)
-}
-
-/// The node a sut-node config file describes, in this process (for a
-/// benchmark with token latencies, `synthetic` is its LLM cost model).
-pub fn configured_node_sut(
-    args: &RunArgs,
-    file: &sut_node::config::FileConfig,
-    store: Arc<SampleStore>,
-    counters: Arc<Counters>,
-) -> Result<LocalNodeSut> {
-    in_process_node(args, &file.backend_config(), file.batching, store, counters)
-}
-
-/// The sut-node's synthetic backend and batcher, in this process (the
-/// LLM cost model with its defaults for a benchmark with token latencies).
-pub fn synthetic_node_sut(
-    args: &RunArgs,
-    store: Arc<SampleStore>,
-    counters: Arc<Counters>,
-) -> Result<LocalNodeSut> {
+/// `--sut synthetic`: the sut-node's synthetic backend with the
+/// `--synthetic-*` cost model (the LLM cost model with its defaults for a
+/// benchmark with token latencies).
+fn synthetic_target(args: &RunArgs) -> Target {
     use sut_node::backend::synthetic::SyntheticConfig;
-    use sut_node::backend::{BackendConfig, BackendKind};
+    use sut_node::backend::BackendKind;
     let s = &args.synthetic;
     let backend = BackendConfig {
         kind: BackendKind::Synthetic,
@@ -328,33 +492,146 @@ pub fn synthetic_node_sut(
             .unwrap_or(BatchPolicy::default().max_batch_size),
         ..BatchPolicy::default()
     };
-    in_process_node(args, &backend, batching, store, counters)
+    Target::InProcess {
+        backend: Box::new(backend),
+        batching,
+        origin: "--sut synthetic".into(),
+    }
 }
 
-/// A sut-node core with `backend` and `batching`, driven in this process.
-fn in_process_node(
-    args: &RunArgs,
-    backend: &sut_node::backend::BackendConfig,
-    batching: BatchPolicy,
-    store: Arc<SampleStore>,
-    counters: Arc<Counters>,
-) -> Result<LocalNodeSut> {
-    use sut_node::node::{Node, NodeSettings};
-    let node = Node::from_config(
-        NodeSettings {
-            name: args.sut_name.clone(),
-            benchmark: *store.benchmark(),
-            response_codec: Codec::None,
-            max_sample_bytes: u64::MAX,
-            batching,
-            limits: sut_node::limits::Limits::defaults(store.benchmark()),
+/// The benchmark `--benchmark` names, or the SUT's default: the 4-byte
+/// `null` samples for the in-process SUTs that measure the harness,
+/// ResNet-50 (a sut-node's default) otherwise. With `--scenario
+/// Interactive`, the benchmark's interactive variant.
+fn benchmark_for(args: &RunArgs) -> Result<Benchmark> {
+    let named = match (args.data.benchmark, args.sut) {
+        (Some(b), _) => b,
+        (None, Some(SutKind::Null | SutKind::Synthetic)) => parse_known("null"),
+        (None, _) => parse_known("resnet50"),
+    };
+    match args.scenario {
+        Some(s) if s.interactive => match interactive_variant(&named) {
+            Ok(b) => Ok(b),
+            // --model names the config lines itself: the plain benchmark.
+            Err(_) if args.model.is_some() => Ok(named),
+            Err(e) => {
+                Err(e).with_context(|| format!("--scenario Interactive with --benchmark {named}"))
+            }
         },
-        backend,
-    )?;
-    Ok(LocalNodeSut::new(
-        args.sut_name.clone(),
-        node,
-        store,
-        counters,
-    ))
+        _ => Ok(named),
+    }
+}
+
+/// `llama2-70b` → `llama2-70b-interactive` (keeping an accuracy target).
+fn interactive_variant(
+    b: &Benchmark,
+) -> Result<Benchmark, netdiv_proto::benchmark::BenchmarkError> {
+    if b.is_interactive() {
+        return Ok(*b);
+    }
+    let name = match b.accuracy_target() {
+        Some(target) => format!("{}-interactive-{target}", b.name()),
+        None => format!("{}-interactive", b.name()),
+    };
+    Benchmark::parse(&name)
+}
+
+/// A name of the benchmark table.
+fn parse_known(name: &str) -> Benchmark {
+    Benchmark::parse(name).expect("the table has it")
+}
+
+/// The QDL's side of the plan: everything from the network flags but the
+/// nodes.
+#[derive(Clone, Debug)]
+pub struct QdlPlan {
+    /// The configuration without nodes (limits follow the benchmark).
+    base: qdl::QdlConfig,
+    /// `--io-threads`, if given.
+    io_threads: Option<usize>,
+    /// `--expand-dns`: one node per address a name resolves to.
+    expand_dns: bool,
+}
+
+/// The QDL's I/O threads for SingleStream and MultiStream: with one query
+/// in flight, a second thread only adds a wake-up between the two to each
+/// answer (measured on a 2-CPU VM: SingleStream p99 about 40 µs lower with
+/// one thread, on both transports; docs/benchmarks.md, "Wire speed").
+const LATENCY_IO_THREADS: usize = 1;
+
+impl QdlPlan {
+    /// The QDL's side of the network flags.
+    pub fn from_args(n: &NetworkArgs) -> Result<QdlPlan> {
+        let tls = match (&n.dev_tls, &n.tls_ca) {
+            (Some(dir), _) => Some(qdl::tls::ClientTls::dev(dir)),
+            (None, Some(ca)) => Some(qdl::tls::ClientTls {
+                ca: ca.clone(),
+                identity: n.tls_cert.clone().zip(n.tls_key.clone()),
+                server_name: None,
+            }),
+            (None, None) => None,
+        }
+        .map(|mut tls| {
+            tls.server_name = n.tls_server_name.clone().or(tls.server_name);
+            tls
+        });
+        if n.window == 0 || n.max_piece_samples == 0 || n.io_threads == Some(0) {
+            bail!("--window, --max-piece-samples and --io-threads must be at least 1");
+        }
+        let mut base = qdl::QdlConfig::new(Vec::new());
+        base.tls = tls;
+        base.policy = n.dispatch;
+        base.window.samples = n.window;
+        base.max_piece_samples = n.max_piece_samples;
+        base.node_timeout = (!n.node_timeout.0.is_zero()).then_some(n.node_timeout.0);
+        base.rejoin = (!n.no_rejoin).then(|| qdl::Backoff {
+            max: n.rejoin_max_backoff.0,
+            ..qdl::Backoff::default()
+        });
+        Ok(QdlPlan {
+            base,
+            io_threads: n.io_threads,
+            expand_dns: n.expand_dns,
+        })
+    }
+
+    /// The configuration for `nodes` (each name expanded to its addresses
+    /// with `--expand-dns`), its message and window limits following
+    /// `benchmark`'s largest sample.
+    pub fn config(&self, nodes: Vec<NodeUrl>, benchmark: &Benchmark) -> Result<qdl::QdlConfig> {
+        let nodes = if self.expand_dns {
+            let mut expanded = Vec::new();
+            for url in &nodes {
+                expanded.extend(url.expand_dns()?);
+            }
+            tracing::info!(
+                event = "nodes_expanded",
+                nodes = expanded.len(),
+                "--expand-dns: {}",
+                expanded
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            expanded
+        } else {
+            nodes
+        };
+        let mut config = self.base.clone();
+        config.nodes = nodes;
+        config.max_message_bytes = transport::message_limit(benchmark);
+        config.window.bytes = transport::default_window_bytes(benchmark);
+        config.io_threads = self.io_threads.unwrap_or(qdl::defaults::IO_THREADS);
+        Ok(config)
+    }
+
+    /// The I/O threads for `scenario`: `--io-threads`, else one for
+    /// SingleStream and MultiStream and the default for the others.
+    pub fn io_threads_for(&self, scenario: Scenario) -> usize {
+        self.io_threads.unwrap_or(match scenario {
+            Scenario::SingleStream | Scenario::MultiStream => LATENCY_IO_THREADS,
+            Scenario::Server | Scenario::Offline => qdl::defaults::IO_THREADS,
+        })
+    }
 }

@@ -1,23 +1,21 @@
-//! The run record, `netdiv_run.json` beside the MLPerf logs of every
-//! network run (both engines, every mode): which nodes ran it (names,
-//! addresses, Info, host identities), what crossed the fabric per node,
-//! every Name() round trip, failovers and re-sent samples, the codecs, and
-//! the Network-division bandwidth check (the rules' Datacenter bandwidth
+//! Building a network run's record ([`loadgen_node::run_record`], the
+//! typed `netdiv_run.json`) from the QDL's state and the run's logs: the
+//! nodes, their traffic and changes, the QDL's counters and the
+//! Network-division bandwidth check (the rules' Datacenter bandwidth
 //! requirements against the throughput, the bytes on the wire and the NIC
 //! rates).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use loadgen_node::run_record::{
+    self, BandwidthCheck, NicRecord, NodeChange, NodeRecord, QdlRecord, RunRecord, SamplesRecord,
+};
 use netdiv_proto::bandwidth;
 use netdiv_proto::pb;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use crate::cli::args::RunArgs;
-use crate::cli::setup;
-
-/// The record's file name.
-pub const FILE: &str = "netdiv_run.json";
+use super::plan::RunPlan;
 
 /// The first numeric value of `key` in the detail log the run wrote
 /// (`:::MLLOG {json}` lines).
@@ -36,24 +34,29 @@ fn throughput(output: &Path) -> Option<f64> {
         .or_else(|| detail_number(output, "result_completed_samples_per_sec"))
 }
 
-fn nic_json(nic: &pb::Nic) -> Value {
-    json!({"name": nic.name, "speed_mbps": nic.speed_mbps, "mtu": nic.mtu, "state": nic.state})
+fn nic_record(nic: &pb::Nic) -> NicRecord {
+    NicRecord {
+        name: nic.name.clone(),
+        speed_mbps: nic.speed_mbps,
+        mtu: nic.mtu,
+        state: nic.state.clone(),
+    }
 }
 
 /// The rules' bandwidth requirement at the run's throughput, next to what
-/// was measured; `Value::Null` for benchmarks the rules' table lacks.
+/// was measured.
 fn bandwidth_check(
     benchmark: &netdiv_proto::Benchmark,
     dtype_size: usize,
     throughput: Option<f64>,
     wire: (f64, f64, f64),
     seconds: f64,
-) -> Value {
+) -> BandwidthCheck {
     let Some(rule) = bandwidth::rule(benchmark) else {
-        return json!({"rule": "none: the rules' table has no row for this benchmark"});
+        return BandwidthCheck::not_made("none: the rules' table has no row for this benchmark");
     };
     let Some(throughput) = throughput else {
-        return json!({"rule": "no throughput in the detail log (an accuracy run)"});
+        return BandwidthCheck::not_made("no throughput in the detail log (an accuracy run)");
     };
     let (need_in, need_out) = bandwidth::required(&rule, throughput, dtype_size);
     let per_s = |bytes: f64| if seconds > 0.0 { bytes / seconds } else { 0.0 };
@@ -64,63 +67,69 @@ fn bandwidth_check(
         .map(|n| n.speed_mbps as f64 * 1e6 / 8.0)
         .fold(0.0, f64::max);
     let nic = (nic_bytes_per_s > 0.0).then_some(nic_bytes_per_s);
-    json!({
-        "rule": format!(
+    BandwidthCheck {
+        rule: format!(
             "ingress >= throughput x {} x {dtype_size} B; egress {}",
             rule.ingress_elements,
-            rule.egress_elements
-                .map_or("> 0".to_string(), |e| format!(">= throughput x {e} x {dtype_size} B"))
+            rule.egress_elements.map_or("> 0".to_string(), |e| format!(
+                ">= throughput x {e} x {dtype_size} B"
+            ))
         ),
-        "throughput_samples_per_s": throughput,
-        "required_ingress_bytes_per_s": need_in,
-        "required_egress_bytes_per_s": need_out,
-        "measured_ingress_wire_bytes_per_s": per_s(sent_wire),
-        "measured_ingress_decoded_bytes_per_s": per_s(sent_decoded),
-        "measured_egress_wire_bytes_per_s": per_s(received),
-        "loadgen_nic_rate_bytes_per_s": nic,
-        "nic_rate_covers_ingress": nic.map(|r| r >= need_in),
-        "egress_above_zero": received > 0.0,
-    })
+        throughput_samples_per_s: Some(throughput),
+        required_ingress_bytes_per_s: Some(need_in),
+        required_egress_bytes_per_s: Some(need_out),
+        measured_ingress_wire_bytes_per_s: Some(per_s(sent_wire)),
+        measured_ingress_decoded_bytes_per_s: Some(per_s(sent_decoded)),
+        measured_egress_wire_bytes_per_s: Some(per_s(received)),
+        loadgen_nic_rate_bytes_per_s: nic,
+        nic_rate_covers_ingress: nic.map(|r| r >= need_in),
+        egress_above_zero: Some(received > 0.0),
+    }
 }
 
-/// Writes the record of a network run into `output`; returns its path and
-/// a one-line bandwidth summary.
-pub fn write(
-    args: &RunArgs,
+/// Each node of the run, from its Info and the QDL's counters.
+fn node_records(network: &qdl::NetworkSut) -> Vec<NodeRecord> {
+    let (traffic, _) = network.traffic();
+    network
+        .node_urls()
+        .iter()
+        .zip(network.node_infos())
+        .zip(traffic)
+        .map(|((url, info), (traffic, failure))| NodeRecord {
+            url: url.to_string(),
+            name: info.name.clone(),
+            hostname: info.hostname.clone(),
+            host_id: info.host_id.clone(),
+            software_version: info.software_version.clone(),
+            protocol_version: info.protocol_version,
+            backend: info.backend.clone(),
+            backend_detail: info.backend_detail.clone(),
+            benchmark: info.benchmark.clone(),
+            response_codec: pb::Codec::try_from(info.response_codec)
+                .map(|c| c.as_str_name())
+                .unwrap_or("unknown")
+                .to_string(),
+            nics: info.nics.iter().map(nic_record).collect(),
+            cpu_latency_us: info.cpu_latency_us,
+            traffic,
+            failure,
+        })
+        .collect()
+}
+
+/// The record of a network run that wrote its logs into `output`;
+/// `failure` is the error that ended it, if one did.
+pub fn build(
+    plan: &RunPlan,
     network: &qdl::NetworkSut,
     store: &qdl::samples::SampleStore,
     scenario: &str,
     output: &Path,
-) -> Result<(PathBuf, Option<String>)> {
+    failure: Option<String>,
+) -> RunRecord {
     let (traffic, seconds) = network.traffic();
     let stats = network.stats();
     let benchmark = store.benchmark();
-    let nodes: Vec<Value> = network
-        .node_urls()
-        .iter()
-        .zip(network.node_infos())
-        .zip(&traffic)
-        .map(|((url, info), (t, failure))| {
-            json!({
-                "url": url,
-                "name": info.name,
-                "hostname": info.hostname,
-                "host_id": info.host_id,
-                "software_version": info.software_version,
-                "protocol_version": info.protocol_version,
-                "backend": info.backend,
-                "backend_detail": info.backend_detail,
-                "benchmark": info.benchmark,
-                "response_codec": pb::Codec::try_from(info.response_codec)
-                    .map(|c| c.as_str_name())
-                    .unwrap_or("unknown"),
-                "nics": info.nics.iter().map(nic_json).collect::<Vec<_>>(),
-                "cpu_latency_us": info.cpu_latency_us,
-                "traffic": t,
-                "failure": failure,
-            })
-        })
-        .collect();
     let sum = |f: fn(&qdl::network::traffic::NodeTrafficReport) -> u64| {
         traffic.iter().map(|(t, _)| f(t)).sum::<u64>() as f64
     };
@@ -129,70 +138,69 @@ pub fn write(
         sum(|t| t.decoded_bytes_sent),
         sum(|t| t.bytes_received),
     );
-    let check = bandwidth_check(
-        benchmark,
-        benchmark.spec().dtype.size(),
-        throughput(output),
-        wire,
-        seconds,
-    );
-    let summary = check
-        .get("required_ingress_bytes_per_s")
-        .and_then(Value::as_f64)
-        .map(|need| {
-            let mb = |v: Option<f64>| v.map_or("?".into(), |v| format!("{:.1} MB/s", v / 1e6));
-            format!(
-                "bandwidth (rules, Datacenter): ingress of at least {} needed at this throughput; \
-                 {} measured on the wire ({} decoded), NIC rate {}",
-                mb(Some(need)),
-                mb(check["measured_ingress_wire_bytes_per_s"].as_f64()),
-                mb(check["measured_ingress_decoded_bytes_per_s"].as_f64()),
-                mb(check["loadgen_nic_rate_bytes_per_s"].as_f64()),
-            )
-        });
-    let record = json!({
-        "netdiv_version": env!("CARGO_PKG_VERSION"),
-        "round": setup::round(args).name(),
-        "loadgen": format!("{:?}", args.loadgen).to_lowercase(),
-        "loadgen_release": setup::round(args).release().version,
-        "submission_mode": args.submission_mode,
-        "cpu_latency_us": args.cpu_latency_us,
-        "benchmark": benchmark.to_string(),
-        "scenario": scenario,
-        "samples": {
-            "source": store.source().describe(),
-            "codec": store.codec().name(),
-            "dtype": benchmark.spec().dtype.name(),
+    let urls = network.node_urls();
+    RunRecord {
+        schema_version: run_record::SCHEMA_VERSION,
+        netdiv_version: env!("CARGO_PKG_VERSION").to_string(),
+        round: plan.round.name().to_string(),
+        loadgen: format!("{:?}", plan.engine).to_lowercase(),
+        loadgen_release: plan.round.release().version.to_string(),
+        submission_mode: plan.submission_mode,
+        cpu_latency_us: plan.cpu_latency_us,
+        benchmark: benchmark.to_string(),
+        scenario: scenario.to_string(),
+        samples: SamplesRecord {
+            source: store.source().describe(),
+            codec: store.codec().name().to_string(),
+            dtype: benchmark.spec().dtype.name().to_string(),
         },
-        "nodes": nodes,
-        "node_changes": network
+        nodes: node_records(network),
+        node_changes: network
             .observer()
             .node_changes()
             .iter()
-            .map(|c| json!({
-                "node": network.node_urls()[c.node],
-                "at_s": c.at.as_secs_f64(),
-                "state": c.state.as_str(),
-                "detail": c.detail,
-            }))
-            .collect::<Vec<_>>(),
-        "qdl": {
-            "completed": stats.completed,
-            "resent": stats.resent,
-            "late_answers": stats.late_answers,
-            "first_tokens": stats.first_tokens,
-            "late_first_tokens": stats.late_first_tokens,
-            "nodes_failed": stats.nodes_failed,
-            "nodes_down": stats.nodes_down,
-            "rejoins": stats.rejoins,
-            "traffic_seconds": seconds,
+            .map(|c| NodeChange {
+                node: urls[c.node].to_string(),
+                at_s: c.at.as_secs_f64(),
+                state: c.state.as_str().to_string(),
+                detail: c.detail.clone(),
+            })
+            .collect(),
+        qdl: QdlRecord {
+            completed: stats.completed,
+            resent: stats.resent,
+            late_answers: stats.late_answers,
+            first_tokens: stats.first_tokens,
+            late_first_tokens: stats.late_first_tokens,
+            nodes_failed: stats.nodes_failed,
+            nodes_down: stats.nodes_down,
+            rejoins: stats.rejoins,
+            traffic_seconds: seconds,
         },
-        "bandwidth": check,
-    });
-    let path = output.join(FILE);
-    std::fs::create_dir_all(output)
-        .with_context(|| format!("cannot create {}", output.display()))?;
-    std::fs::write(&path, serde_json::to_string_pretty(&record)? + "\n")
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    Ok((path, summary))
+        bandwidth: bandwidth_check(
+            benchmark,
+            benchmark.spec().dtype.size(),
+            throughput(output),
+            wire,
+            seconds,
+        ),
+        failure,
+    }
+}
+
+/// Writes the record of a network run into `output`; returns its path and
+/// a one-line bandwidth summary.
+pub fn write(
+    plan: &RunPlan,
+    network: &qdl::NetworkSut,
+    store: &qdl::samples::SampleStore,
+    scenario: &str,
+    output: &Path,
+    failure: Option<String>,
+) -> Result<(PathBuf, Option<String>)> {
+    let record = build(plan, network, store, scenario, output, failure);
+    let path = record
+        .write(output)
+        .with_context(|| format!("cannot write the run record into {}", output.display()))?;
+    Ok((path, record.bandwidth.summary()))
 }

@@ -10,17 +10,17 @@ use anyhow::{bail, Result};
 use netdiv_proto::pb;
 use qdl::node_url::NodeUrl;
 
-use super::args::RunArgs;
+use super::plan::{RunPlan, Target};
 
-/// Flags a submission run refuses.
-pub fn check_flags(args: &RunArgs) -> Result<()> {
-    if args.mlperf_conf.is_some() {
+/// What a submission run refuses of a plan.
+pub fn check_plan(plan: &RunPlan) -> Result<()> {
+    if plan.configs.mlperf.is_some() {
         bail!(
             "submission mode: --mlperf-conf is refused; a submission runs with the official \
              mlperf.conf of its round (choose the round with --round)"
         );
     }
-    if args.sut.is_some() {
+    if matches!(plan.target, Target::Null { .. } | Target::InProcess { .. }) {
         bail!("submission mode: a submission runs against sut-nodes (--sut-node), not --sut");
     }
     Ok(())

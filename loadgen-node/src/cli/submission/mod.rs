@@ -26,7 +26,7 @@ use netdiv_proto::Benchmark;
 use serde_json::json;
 
 use super::args::SubmissionArgs;
-use super::setup;
+use super::run::plan::RunPlan;
 use tree::Tree;
 
 /// Compliance tests netdiv runs and verifies.
@@ -62,11 +62,14 @@ pub fn command(args: &SubmissionArgs) -> Result<()> {
         );
     }
     let run = &args.run;
-    super::submission_mode::check_flags(run)?;
     if run.network.sut_node.is_empty() {
         bail!("submission needs the sut-nodes: --sut-node URL (repeat for each)");
     }
-    let round = setup::round(run);
+    // Every run flag checked before any run, as a submission run reads it.
+    let mut checked = RunPlan::from_args(run)?;
+    checked.submission_mode = true;
+    super::run::submission_mode::check_plan(&checked)?;
+    let round = checked.round;
     let benchmark = run
         .data
         .benchmark
@@ -452,7 +455,7 @@ impl ScenarioRuns<'_> {
                  command.\n",
                 self.model,
                 self.scenario,
-                setup::round(&self.args.run).release().version
+                self.tree.round.release().version
             ),
         )?;
         let mlperf = self.inference.join("loadgen/mlperf.conf");
@@ -475,7 +478,7 @@ impl ScenarioRuns<'_> {
             "network_harness": format!(
                 "netdiv loadgen-node {} (QDL) with the official LoadGen {}",
                 env!("CARGO_PKG_VERSION"),
-                setup::round(&self.args.run).release().version
+                self.tree.round.release().version
             ),
         })
     }
@@ -483,20 +486,11 @@ impl ScenarioRuns<'_> {
 
 /// The bandwidth check of a run's record, in one line.
 fn bandwidth_line(run: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(run.join(super::record::FILE)).ok()?;
-    let record: serde_json::Value = serde_json::from_str(&text).ok()?;
-    let b = &record["bandwidth"];
-    let need = b["required_ingress_bytes_per_s"].as_f64()?;
-    let wire = b["measured_ingress_decoded_bytes_per_s"]
-        .as_f64()
-        .unwrap_or(0.0);
+    let record = loadgen_node::run_record::RunRecord::read_in(run).ok()??;
+    let line = record.bandwidth.summary()?;
     Some(format!(
-        "bandwidth (rules): ingress of at least {:.1} MB/s needed at {:.2} samples/s, {:.1} MB/s \
-         measured (decoded); see {}",
-        need / 1e6,
-        b["throughput_samples_per_s"].as_f64().unwrap_or(0.0),
-        wire / 1e6,
-        run.join(super::record::FILE).display()
+        "{line}; see {}",
+        run.join(loadgen_node::run_record::FILE).display()
     ))
 }
 

@@ -24,7 +24,7 @@ pub const SPIN_BEFORE_PARK: Duration = Duration::from_micros(200);
 #[error("{0}")]
 pub struct SutAborted(pub String);
 
-use crate::sut::QuerySampleResponse;
+use crate::sut::{QuerySampleResponse, Responder};
 use tokens::TokenTable;
 
 /// Completion state of every sample and query of one IssueQueries call.
@@ -430,6 +430,21 @@ impl Completer {
         if let Some(t) = self.table.waiter.thread.get() {
             t.unpark();
         }
+    }
+}
+
+/// The SUT's answers go straight into the table.
+impl Responder for Completer {
+    fn complete(&self, responses: &[QuerySampleResponse<'_>]) {
+        Completer::complete(self, responses);
+    }
+
+    fn first_token(&self, responses: &[QuerySampleResponse<'_>]) {
+        Completer::first_token(self, responses);
+    }
+
+    fn abort(&self, reason: String) {
+        Completer::abort(self, reason);
     }
 }
 
