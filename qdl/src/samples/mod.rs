@@ -297,6 +297,27 @@ impl SampleSource {
         }
     }
 
+    /// The element type of the samples as they are sent: the synthetic
+    /// data's, the data set's (int32 token ids, float32 volumes) or the
+    /// first `.npy` file's; `None` if that file cannot be read.
+    pub fn element_type(&self) -> Option<DType> {
+        match self {
+            SampleSource::Synthetic { dtype, .. }
+            | SampleSource::Prompts { dtype, .. }
+            | SampleSource::Volumes { dtype, .. } => Some(*dtype),
+            SampleSource::Dataset(data) if data.is_prompts() => Some(DType::I32),
+            SampleSource::Dataset(_) => Some(DType::F32),
+            SampleSource::NpyDir { files, .. } => {
+                npy::read_npy_header(files.first()?).ok().map(|(d, _)| d)
+            }
+        }
+    }
+
+    /// The size in bytes of one element as sent.
+    pub fn element_size(&self) -> Option<usize> {
+        self.element_type().map(DType::size)
+    }
+
     /// One line for logs and `--help`-style output.
     pub fn describe(&self) -> String {
         match self {

@@ -146,6 +146,27 @@ pub fn read_npy(path: &Path) -> Result<NpyArray, NpyError> {
     })
 }
 
+/// The element type and shape of a `.npy` file, from its header alone.
+pub fn read_npy_header(path: &Path) -> Result<(DType, Vec<usize>), NpyError> {
+    use std::io::Read;
+    let io = |source| NpyError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    // A header is at most 64 KiB in versions 1.0; larger in 2.0 is rare.
+    let mut start = Vec::new();
+    fs::File::open(path)
+        .map_err(io)?
+        .take(1 << 20)
+        .read_to_end(&mut start)
+        .map_err(io)?;
+    let header = parse_header(&start).map_err(|source| NpyError::Format {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok((header.dtype, header.shape))
+}
+
 /// Parses the bytes of a `.npy` file.
 pub fn parse_npy(bytes: &[u8]) -> Result<NpyArray, NpyFormatError> {
     let header = check(bytes)?;
@@ -229,6 +250,28 @@ struct Header {
 
 /// Validates the header and that the payload has the size it announces.
 fn check(bytes: &[u8]) -> Result<Header, NpyFormatError> {
+    let header = parse_header(bytes)?;
+    let dtype_name = header.dtype.name();
+    let expected = super::tensor_bytes(&header.shape, header.dtype).ok_or_else(|| {
+        NpyFormatError::ShapeTooLarge {
+            shape: header.shape.clone(),
+            dtype: dtype_name,
+        }
+    })?;
+    let actual = bytes.len() - header.data_offset;
+    if actual != expected {
+        return Err(NpyFormatError::PayloadLength {
+            shape: header.shape,
+            dtype: dtype_name,
+            expected,
+            actual,
+        });
+    }
+    Ok(header)
+}
+
+/// The header at the start of `bytes`, the payload not checked.
+fn parse_header(bytes: &[u8]) -> Result<Header, NpyFormatError> {
     let truncated = |needed: usize| NpyFormatError::TruncatedHeader {
         needed,
         actual: bytes.len(),
@@ -269,21 +312,6 @@ fn check(bytes: &[u8]) -> Result<Header, NpyFormatError> {
         raw.iter().map(|&b| b as char).collect()
     };
     let (dtype, shape) = interpret(&parse_dict(&text)?)?;
-    let dtype_name = dtype.name();
-    let expected =
-        super::tensor_bytes(&shape, dtype).ok_or_else(|| NpyFormatError::ShapeTooLarge {
-            shape: shape.clone(),
-            dtype: dtype_name,
-        })?;
-    let actual = bytes.len() - end;
-    if actual != expected {
-        return Err(NpyFormatError::PayloadLength {
-            shape,
-            dtype: dtype_name,
-            expected,
-            actual,
-        });
-    }
     Ok(Header {
         dtype,
         shape,
