@@ -10,8 +10,126 @@
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    source::archive();
     #[cfg(feature = "official")]
     official::build();
+}
+
+/// The QDL's source above the session layer (`qdl/` and `proto/`), as a
+/// tar archive with the commit it came from: a submission's tree must
+/// hold it (the rules' Network division), and the program writes it
+/// there (`OUT_DIR/qdl-source.tar`).
+mod source {
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+
+    /// Every file of `dir` (recursively) that is source: `.rs`, `.proto`,
+    /// `Cargo.toml`.
+    fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs" || e == "proto")
+                || path.file_name().is_some_and(|n| n == "Cargo.toml")
+            {
+                out.push(path);
+            }
+        }
+    }
+
+    /// One ustar entry: a 512-byte header, the data, padding to 512.
+    fn entry(tar: &mut Vec<u8>, name: &str, data: &[u8]) {
+        let mut header = [0u8; 512];
+        let (prefix, name) = if name.len() > 100 {
+            name.rsplit_once('/').expect("a long name has folders")
+        } else {
+            ("", name)
+        };
+        header[..name.len()].copy_from_slice(name.as_bytes());
+        header[100..108].copy_from_slice(b"0000644\0");
+        header[108..116].copy_from_slice(b"0000000\0");
+        header[116..124].copy_from_slice(b"0000000\0");
+        header[124..136].copy_from_slice(format!("{:011o}\0", data.len()).as_bytes());
+        header[136..148].copy_from_slice(b"00000000000\0");
+        header[156] = b'0';
+        header[257..263].copy_from_slice(b"ustar\0");
+        header[263..265].copy_from_slice(b"00");
+        header[345..345 + prefix.len()].copy_from_slice(prefix.as_bytes());
+        header[148..156].copy_from_slice(b"        ");
+        let sum: u32 = header.iter().map(|&b| u32::from(b)).sum();
+        header[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+        tar.extend_from_slice(&header);
+        tar.extend_from_slice(data);
+        tar.resize(tar.len().div_ceil(512) * 512, 0);
+    }
+
+    /// The commit the sources came from, and whether they differ from it.
+    fn commit(workspace: &Path) -> String {
+        let git = |args: &[&str]| {
+            Command::new("git")
+                .arg("-C")
+                .arg(workspace)
+                .args(args)
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        };
+        match git(&["rev-parse", "HEAD"]) {
+            Some(head) => {
+                let dirty = git(&["status", "--porcelain", "--", "qdl", "proto"])
+                    .is_some_and(|s| !s.is_empty());
+                if dirty {
+                    format!("{head} with uncommitted changes to qdl/ or proto/")
+                } else {
+                    head
+                }
+            }
+            None => "unknown (not built from a git checkout)".into(),
+        }
+    }
+
+    pub fn archive() {
+        let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+        let workspace = manifest.parent().expect("the crate is in the workspace");
+        let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets it"));
+        let mut sources = Vec::new();
+        for dir in ["qdl", "proto"] {
+            println!("cargo:rerun-if-changed={}", workspace.join(dir).display());
+            files(&workspace.join(dir), &mut sources);
+        }
+        for git in [".git/HEAD", ".git/refs/heads", ".git/packed-refs"] {
+            if workspace.join(git).exists() {
+                println!("cargo:rerun-if-changed={}", workspace.join(git).display());
+            }
+        }
+        sources.sort();
+        let mut tar = Vec::new();
+        let about = format!(
+            "The QDL's source above the session layer: netdiv's qdl/ (the Query Dispatch \
+             Library) and proto/ (the session-layer API, netdiv/v1/sut_node.proto), as built \
+             into this loadgen-node {}.\nCommit: {}\nRepository: {}\n",
+            std::env::var("CARGO_PKG_VERSION").unwrap_or_default(),
+            commit(workspace),
+            std::env::var("CARGO_PKG_REPOSITORY").unwrap_or_default()
+        );
+        entry(&mut tar, "netdiv-qdl-source/SOURCE.txt", about.as_bytes());
+        for path in &sources {
+            let relative = path.strip_prefix(workspace).expect("under the workspace");
+            let data = std::fs::read(path).expect("a source file is readable");
+            entry(
+                &mut tar,
+                &format!("netdiv-qdl-source/{}", relative.display()),
+                &data,
+            );
+        }
+        tar.extend_from_slice(&[0u8; 1024]);
+        std::fs::write(out.join("qdl-source.tar"), tar).expect("OUT_DIR is writable");
+    }
 }
 
 #[cfg(feature = "official")]

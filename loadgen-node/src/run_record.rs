@@ -102,6 +102,55 @@ pub struct RunRecord {
     /// it (a record is written whatever the outcome).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// This LoadGen node's machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loadgen_host: Option<HostRecord>,
+    /// A rehearsal: the run broke Network-division rules netdiv checks
+    /// (`--rehearsal`), and is not a result.
+    #[serde(default)]
+    pub rehearsal: bool,
+    /// Which rules, and the evidence.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rehearsal_reasons: Vec<String>,
+}
+
+/// A machine's identities (empty where unreadable).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostRecord {
+    /// /etc/machine-id.
+    pub machine_id: String,
+    /// The running kernel's boot id.
+    pub boot_id: String,
+    /// The board's DMI product UUID (root only).
+    pub product_uuid: String,
+    /// The network namespace.
+    pub netns: String,
+}
+
+/// The interfaces a node's traffic crosses, each resolved to what carries
+/// it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DataPathRecord {
+    /// This LoadGen node's interface the route to the node leaves from.
+    pub loadgen_interface: Option<LinkRecord>,
+    /// The node's interface holding the address it was reached at.
+    pub node_interface: Option<LinkRecord>,
+}
+
+/// One interface and what carries it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LinkRecord {
+    /// The interface's name.
+    pub name: String,
+    /// "device" or a virtual kind (veth, bridge, bond, ...).
+    pub kind: String,
+    /// The interfaces below it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lower: Vec<String>,
+    /// Whether a device backs it.
+    pub backed: bool,
+    /// Its link speed, Mbit/s (0: the kernel does not say).
+    pub speed_mbps: u64,
 }
 
 fn schema_one() -> u32 {
@@ -150,6 +199,12 @@ pub struct NodeRecord {
     pub traffic: NodeTrafficReport,
     /// Why it failed during the run, if it did.
     pub failure: Option<String>,
+    /// Its machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostRecord>,
+    /// The data path to it, resolved on both ends.
+    #[serde(default)]
+    pub data_path: DataPathRecord,
 }
 
 /// A network interface of a node.
@@ -361,11 +416,16 @@ mod tests {
                 cpu_latency_us: Some(0),
                 traffic: NodeTrafficReport::default(),
                 failure: None,
+                host: None,
+                data_path: DataPathRecord::default(),
             }],
             node_changes: vec![],
             qdl: QdlRecord::default(),
             bandwidth: BandwidthCheck::not_made("none"),
             failure: None,
+            loadgen_host: None,
+            rehearsal: false,
+            rehearsal_reasons: Vec::new(),
         }
     }
 

@@ -125,8 +125,18 @@ fn run(
     ))
 }
 
-/// The submission flags shared by the tests.
+/// The submission flags shared by the tests. Every node of these tests is
+/// in a network namespace of this machine, over veth links, on synthetic
+/// backends: a rehearsal, never a result.
 fn submission_args(kit: &Kit, benchmark: &str, round: &str) -> Vec<String> {
+    let mut args = plain_submission_args(kit, benchmark, round);
+    args.extend(["--rehearsal", "--accuracy-output", "accuracy.txt"].map(String::from));
+    args
+}
+
+/// The flags of a submission without its accuracy source and without
+/// `--rehearsal`.
+fn plain_submission_args(kit: &Kit, benchmark: &str, round: &str) -> Vec<String> {
     [
         "submission",
         "--submitter",
@@ -135,8 +145,6 @@ fn submission_args(kit: &Kit, benchmark: &str, round: &str) -> Vec<String> {
         "nslab",
         "--system-json",
         "system.json",
-        "--accuracy-output",
-        "accuracy.txt",
         "--benchmark",
         benchmark,
         "--round",
@@ -193,6 +201,9 @@ struct Submit<'a> {
     round: &'a str,
     accuracy: &'a str,
     user_conf: &'a str,
+    /// A scorer (Python source) run as `--accuracy-script` instead of the
+    /// precomputed `accuracy`.
+    scorer: Option<&'a str>,
     extra: &'a [&'a str],
     /// `--total-sample-count` in `extra`, if any: a reduced data set.
     total_sample_count: Option<u64>,
@@ -214,7 +225,19 @@ fn submit_and_check(
     write_file(dir, "system.json", SYSTEM_JSON)?;
     write_file(dir, "accuracy.txt", submit.accuracy)?;
     write_file(dir, "user.conf", submit.user_conf)?;
-    let mut args = submission_args(kit, submit.benchmark, submit.round);
+    let mut args = match submit.scorer {
+        None => submission_args(kit, submit.benchmark, submit.round),
+        Some(source) => {
+            let scorer = write_file(dir, "score.py", source)?;
+            let mut args = plain_submission_args(kit, submit.benchmark, submit.round);
+            args.extend([
+                "--rehearsal".to_string(),
+                "--accuracy-script".into(),
+                format!("{} {} {{log}}", kit.python.display(), scorer.display()),
+            ]);
+            args
+        }
+    };
     args.extend(submit.extra.iter().map(|s| s.to_string()));
     args.push("--check".into());
     args.extend(node_flags(nodes));
@@ -255,7 +278,100 @@ fn submit_and_check(
         );
     }
     assert!(!log.contains("seed is wrong"), "seed errors:\n{log}");
+    check_rehearsal_marks(&checked.root)?;
     Ok(checked)
+}
+
+/// What every rehearsal of these tests must say, in the tree, of why it
+/// is not a result: nodes on this machine, over veth links, synthetic
+/// backends and data, a fabric the rules do not name, no diagram.
+const REHEARSAL_REASONS: &[&str] = &[
+    "is on the LoadGen node's own machine: the same boot id",
+    "(veth",
+    "runs the synthetic",
+    "the samples are synthetic",
+    "network_type is \"Ethernet (veth pairs)\"",
+    "network_media is \"virtual\"",
+    "no --diagram FILE was given",
+];
+
+/// A rehearsal's marks in the tree: the system name and its reasons in
+/// the system description, a banner on every README, every run record
+/// saying so.
+fn check_rehearsal_marks(root: &Path) -> Result<()> {
+    let sub = root.join("network/netdiv-ci");
+    let system: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(sub.join("systems/nslab.json"))?)?;
+    let name = system["system_name"].as_str().unwrap_or_default();
+    anyhow::ensure!(name.ends_with(" (rehearsal)"), "system_name {name:?}");
+    let reasons: String = system["netdiv_rehearsal"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_str)
+        .collect::<Vec<_>>()
+        .join("\n");
+    for want in REHEARSAL_REASONS {
+        anyhow::ensure!(reasons.contains(want), "no reason {want:?} in {reasons}");
+    }
+    let (mut readmes, mut records) = (0, 0);
+    for file in files_under(&sub) {
+        let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name == "README.md" {
+            readmes += 1;
+            let text = std::fs::read_to_string(&file)?;
+            anyhow::ensure!(
+                text.starts_with("> **REHEARSAL — NOT A RESULT.**"),
+                "{} has no rehearsal banner",
+                file.display()
+            );
+        } else if name == "netdiv_run.json" {
+            records += 1;
+            let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file)?)?;
+            anyhow::ensure!(
+                record["rehearsal"] == true
+                    && record["rehearsal_reasons"]
+                        .to_string()
+                        .contains("own machine"),
+                "{} does not say it is a rehearsal",
+                file.display()
+            );
+        }
+    }
+    anyhow::ensure!(
+        readmes >= 3 && records >= 3,
+        "{readmes} READMEs, {records} records"
+    );
+    // The evidence a reviewer needs is there too.
+    for doc in ["netdiv-qdl-source.tar", "session-layer.md", "nodes.json"] {
+        anyhow::ensure!(sub.join("documentation").join(doc).is_file(), "no {doc}");
+    }
+    Ok(())
+}
+
+/// A stand-in for a benchmark's accuracy script: it scores nothing
+/// (synthetic data), but prints the sha256 of the log it was handed and a
+/// line in the checker's ResNet format.
+const SCORER: &str = r#"
+import hashlib, json, sys
+data = open(sys.argv[1], "rb").read()
+entries = json.loads(data)
+print("accuracy=0.000%, good=0, total={} (synthetic data: nothing to score)".format(len(entries)))
+print("scorer read sha256=" + hashlib.sha256(data).hexdigest())
+"#;
+
+/// Every file under `dir`.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
 }
 
 #[test]
@@ -278,6 +394,7 @@ fn submission_3d_unet_99_round_v6_1_at_real_sample_sizes() -> Result<()> {
             accuracy: "Accuracy: mean = 0.00000, kidney = 0.0, tumor = 0.0 \
                        (synthetic data: nothing to score)\n",
             user_conf: "*.Offline.target_qps = 1\n*.Offline.min_duration = 1000\n",
+            scorer: None,
             extra: &[],
             total_sample_count: None,
             required: &[
@@ -399,6 +516,7 @@ fn submission_resnet50_round_v5_0_offline_and_server_with_test01_and_test04() ->
             user_conf: "*.Offline.target_qps = 800\n*.Offline.min_duration = 1000\n\
                         resnet50.Offline.min_query_count = 1600\n*.Server.target_qps = 300\n\
                         *.Server.min_duration = 2000\n*.Server.min_query_count = 600\n",
+            scorer: Some(SCORER),
             // A short data set: the accuracy run covers 2048 images, not 50000.
             extra: &["--total-sample-count", "2048"],
             total_sample_count: Some(2048),
@@ -412,6 +530,25 @@ fn submission_resnet50_round_v5_0_offline_and_server_with_test01_and_test04() ->
         "Server TEST04",
     ]);
     let root = &checked.root;
+    // The scorer was handed the log the tree holds: accuracy.txt carries
+    // the hash the scorer computed of the file it read, and the official
+    // truncation script's hash of the full log is the same.
+    for scenario in ["Offline", "Server"] {
+        let dir = root
+            .join("network/netdiv-ci/results/nslab/resnet")
+            .join(scenario);
+        let text = std::fs::read_to_string(dir.join("accuracy/accuracy.txt"))?;
+        let scored = text
+            .lines()
+            .find_map(|l| l.strip_prefix("scorer read sha256="))
+            .with_context(|| format!("{scenario}: no scorer line in {text}"))?;
+        let truncated = text
+            .lines()
+            .find_map(|l| l.strip_prefix("hash="))
+            .with_context(|| format!("{scenario}: no hash= line in {text}"))?;
+        assert_eq!(scored, truncated, "{scenario}: {text}");
+        assert!(text.contains(&format!("(sha256 {scored})")), "{text}");
+    }
     // The negative control: the same tree with its Server result turned
     // INVALID (as a missed latency bound makes it) fails these checks.
     let broken = dir.path().join("broken");
@@ -474,6 +611,7 @@ fn submission_llama2_70b_99_round_v6_0_with_test06() -> Result<()> {
             user_conf: "*.Offline.target_qps = 3000\n*.Offline.min_duration = 1000\n\
                         llama2-70b.Offline.min_query_count = 400\n*.Server.target_qps = 40\n\
                         *.Server.min_duration = 2000\n*.Server.min_query_count = 100\n",
+            scorer: None,
             extra: &["--total-sample-count", "1024"],
             total_sample_count: Some(1024),
             required: &["Test duration less than 600s"],
@@ -656,7 +794,12 @@ fn submission_mode_ends_the_run_when_a_node_is_lost() -> Result<()> {
         "*.Offline.target_qps = 1000\n*.Offline.min_duration = 1000\n\
          resnet50.Offline.min_query_count = 8000\n",
     )?;
-    let mut args = vec!["--user-conf".to_string(), conf.display().to_string()];
+    // Namespaces of this machine: a rehearsal of submission mode.
+    let mut args = vec![
+        "--rehearsal".to_string(),
+        "--user-conf".to_string(),
+        conf.display().to_string(),
+    ];
     args.extend(node_flags(&nodes));
     let victim = &nodes[1].1;
     let (pid, metrics) = (victim.child.id(), victim.metrics.context("metrics")?);
@@ -790,6 +933,17 @@ fn submission_mode_ends_the_run_when_name_fails() -> Result<()> {
             && stderr.contains("name service down"),
         "{stderr}"
     );
+    // The official LoadGen cannot be told; the record is written before
+    // the process exits, saying why.
+    let record: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("logs/netdiv_run.json"))
+            .context("no run record after the failed Name()")?,
+    )?;
+    let failure = record["failure"].as_str().unwrap_or_default();
+    assert!(
+        failure.contains("Name() failed") && failure.contains("name service down"),
+        "{record}"
+    );
     drop(runtime);
     Ok(())
 }
@@ -806,5 +960,355 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
             std::fs::copy(entry.path(), target)?;
         }
     }
+    Ok(())
+}
+
+/// A submission against two synthetic nodes in network namespaces of
+/// this machine, without `--rehearsal`: it must stop before any run, with
+/// every reason listed; its stderr.
+struct Refusal<'a> {
+    benchmark: &'a str,
+    round: &'a str,
+    user_conf: &'a str,
+    /// Flags for the submission besides the shared ones.
+    extra: &'a [&'a str],
+    /// The system description given.
+    system_json: &'a str,
+}
+
+impl Refusal<'_> {
+    fn resnet() -> Refusal<'static> {
+        Refusal {
+            benchmark: "resnet50",
+            round: "v5.0",
+            user_conf: "*.Offline.target_qps = 800\n*.Offline.min_duration = 1000\n\
+                        *.Server.target_qps = 300\n*.Server.min_duration = 1000\n",
+            extra: &[],
+            system_json: SYSTEM_JSON,
+        }
+    }
+
+    fn refused(&self) -> Result<Option<String>> {
+        let Some(kit) = kit()? else { return Ok(None) };
+        let dir = test_dir("submission-refused")?;
+        let config = node_config(dir.path(), "node.toml", 2_000, false)?;
+        let nodes = namespaced_nodes(self.benchmark, &config)?;
+        write_file(dir.path(), "system.json", self.system_json)?;
+        write_file(dir.path(), "user.conf", self.user_conf)?;
+        let scorer = write_file(dir.path(), "score.py", SCORER)?;
+        let mut args = plain_submission_args(&kit, self.benchmark, self.round);
+        args.extend([
+            "--accuracy-script".into(),
+            format!("{} {} {{log}}", kit.python.display(), scorer.display()),
+        ]);
+        args.extend(self.extra.iter().map(|s| s.to_string()));
+        args.extend(node_flags(&nodes));
+        let (ok, stdout, stderr) = run(&kit.official, &args, dir.path(), Duration::from_secs(300))?;
+        assert!(!ok, "the submission was not refused:\n{stdout}\n{stderr}");
+        assert!(
+            stderr.contains("nothing was run") && !stdout.contains("running"),
+            "a run started before the refusal:\n{stdout}\n{stderr}"
+        );
+        drop(nodes);
+        Ok(Some(stderr))
+    }
+}
+
+/// Refused for `want` (every substring), before any run.
+fn refused_for(refusal: Refusal<'_>, want: &[&str]) -> Result<()> {
+    let Some(stderr) = refusal.refused()? else {
+        return Ok(());
+    };
+    for w in want {
+        assert!(stderr.contains(w), "no {w:?} in the refusal:\n{stderr}");
+    }
+    Ok(())
+}
+
+#[test]
+fn submission_refuses_nodes_on_the_loadgen_nodes_machine() -> Result<()> {
+    refused_for(
+        Refusal::resnet(),
+        &[
+            "is on the LoadGen node's own machine: the same boot id",
+            "are on one machine: the same boot id",
+        ],
+    )
+}
+
+#[test]
+fn submission_refuses_a_data_path_of_virtual_links() -> Result<()> {
+    refused_for(
+        Refusal::resnet(),
+        &[
+            "the LoadGen node reaches node grpc://",
+            "(veth), with no device behind it",
+            "on its interface vn",
+        ],
+    )
+}
+
+#[test]
+fn submission_refuses_synthetic_backends_and_synthetic_samples() -> Result<()> {
+    refused_for(
+        Refusal::resnet(),
+        &[
+            "runs the synthetic backend, a cost model with no model",
+            "the samples are synthetic",
+        ],
+    )
+}
+
+#[test]
+fn submission_refuses_a_fabric_and_medium_the_rules_do_not_name() -> Result<()> {
+    refused_for(
+        Refusal::resnet(),
+        &[
+            "network_type is \"Ethernet (veth pairs)\"",
+            "network_media is \"virtual\"",
+        ],
+    )
+}
+
+#[test]
+fn submission_refuses_a_data_path_slower_than_the_bandwidth_table() -> Result<()> {
+    // 20 volumes a second of KiTS19's 33 million float32 elements need
+    // 2.6 GB/s each way; each node's veth link says it carries 10 Gbit/s,
+    // 2.5 GB/s for the two.
+    refused_for(
+        Refusal {
+            benchmark: "3d-unet-99",
+            round: "v6.1",
+            user_conf: "*.Offline.target_qps = 20\n*.Offline.min_duration = 1000\n",
+            ..Refusal::resnet()
+        },
+        &[
+            "Offline at its target of 20 samples/s needs 2635.6 MB/s in and 2635.6 MB/s out",
+            "the data path carries 2500.0 MB/s",
+        ],
+    )
+}
+
+#[test]
+fn submission_refuses_an_offline_query_below_the_samples_per_query_floor() -> Result<()> {
+    refused_for(
+        Refusal {
+            user_conf: "*.Offline.target_qps = 100\n*.Offline.min_duration = 1000\n\
+                        resnet50.Offline.min_query_count = 1600\n",
+            ..Refusal::resnet()
+        },
+        &["the Offline query of resnet holds 1600 samples; the floor is 24576"],
+    )
+}
+
+#[test]
+fn submission_refuses_compression_without_the_working_groups_approval() -> Result<()> {
+    refused_for(
+        Refusal {
+            extra: &["--sample-codec", "lz4"],
+            ..Refusal::resnet()
+        },
+        &[
+            "a compression scheme on the wire is approved by the working group",
+            "samples travel in lz4",
+        ],
+    )?;
+    // Named, the approval is no longer a reason.
+    let Some(said) = Refusal {
+        extra: &[
+            "--sample-codec",
+            "lz4",
+            "--compression-approved",
+            "WG 2026-11-12",
+        ],
+        ..Refusal::resnet()
+    }
+    .refused()?
+    else {
+        return Ok(());
+    };
+    assert!(!said.contains("samples travel in lz4"), "{said}");
+    Ok(())
+}
+
+#[test]
+fn submission_refuses_a_tree_without_a_system_diagram() -> Result<()> {
+    refused_for(Refusal::resnet(), &["no --diagram FILE was given"])?;
+    let dir = test_dir("submission-diagram")?;
+    let diagram = write_file(dir.path(), "diagram.svg", "<svg/>")?;
+    let diagram = diagram.display().to_string();
+    let Some(said) = Refusal {
+        extra: &["--diagram", &diagram],
+        ..Refusal::resnet()
+    }
+    .refused()?
+    else {
+        return Ok(());
+    };
+    assert!(!said.contains("no --diagram"), "{said}");
+    Ok(())
+}
+
+#[test]
+fn submission_refuses_a_precomputed_accuracy_score() -> Result<()> {
+    let Some(kit) = kit()? else { return Ok(()) };
+    let dir = test_dir("submission-precomputed")?;
+    write_file(dir.path(), "system.json", SYSTEM_JSON)?;
+    write_file(dir.path(), "accuracy.txt", "accuracy=0.000%\n")?;
+    write_file(dir.path(), "user.conf", "")?;
+    let mut args = plain_submission_args(&kit, "resnet50", "v5.0");
+    args.extend(
+        [
+            "--accuracy-output",
+            "accuracy.txt",
+            "--sut-node",
+            "grpc://10.0.0.2:7000",
+        ]
+        .map(String::from),
+    );
+    let (ok, stdout, stderr) = run(&kit.official, &args, dir.path(), Duration::from_secs(60))?;
+    assert!(!ok && !stdout.contains("running"), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("cannot be theirs") && stderr.contains("--accuracy-script"),
+        "{stderr}"
+    );
+    Ok(())
+}
+
+/// The round's checker wants one of Server or Interactive beside Offline
+/// for llama3.1-8b: `--scenario Offline` alone is refused before any run.
+#[test]
+fn submission_refuses_a_scenario_set_the_rounds_checker_would_reject() -> Result<()> {
+    let Some(kit) = kit()? else { return Ok(()) };
+    let dir = test_dir("submission-scenarios")?;
+    write_file(dir.path(), "system.json", SYSTEM_JSON)?;
+    write_file(dir.path(), "user.conf", "")?;
+    let mut args = plain_submission_args(&kit, "llama3.1-8b", "v6.1");
+    args.extend(
+        [
+            "--accuracy-script",
+            "true {log}",
+            "--scenario",
+            "Offline",
+            "--sut-node",
+            "grpc://10.0.0.2:7000",
+        ]
+        .map(String::from),
+    );
+    let (ok, stdout, stderr) = run(&kit.official, &args, dir.path(), Duration::from_secs(60))?;
+    assert!(!ok && !stdout.contains("running"), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("round v6.1's checker would reject llama3.1-8b with Offline: it requires one of Server or Interactive too"),
+        "{stderr}"
+    );
+    Ok(())
+}
+
+/// An Offline target far below what the nodes do makes the performance
+/// run too short: the submission stops right after it with the run's
+/// verdict, the unmet constraint and the target to set; a rehearsal
+/// carries the reason into the tree instead.
+#[test]
+fn an_invalid_offline_run_stops_the_submission_or_marks_the_rehearsal() -> Result<()> {
+    let Some(kit) = kit()? else { return Ok(()) };
+    let dir = test_dir("submission-invalid")?;
+    let nodes = namespaced_nodes_with(
+        "llama2-70b-99",
+        &[
+            "--llm-prefill-us-per-token",
+            "1",
+            "--llm-decode-us-per-token",
+            "200",
+            "--llm-max-sequences",
+            "128",
+        ],
+    )?;
+    write_file(dir.path(), "system.json", SYSTEM_JSON)?;
+    write_file(
+        dir.path(),
+        "accuracy.txt",
+        "{'rouge1': 0.0, 'rouge2': 0.0, 'rougeL': 0.0, 'tokens_per_sample': 0.0}\n",
+    )?;
+    write_file(
+        dir.path(),
+        "user.conf",
+        "*.Offline.target_qps = 100\n*.Offline.min_duration = 1000\n\
+         llama2-70b.Offline.min_query_count = 400\n*.Server.target_qps = 40\n\
+         *.Server.min_duration = 1000\n*.Server.min_query_count = 100\n",
+    )?;
+    let mut args = submission_args(&kit, "llama2-70b-99", "v6.0");
+    args.extend(["--total-sample-count", "1024"].map(String::from));
+    args.extend(node_flags(&nodes));
+    let mut stopping = args.clone();
+    stopping.push("--stop-on-invalid".into());
+    let (ok, stdout, stderr) = run(
+        &kit.official,
+        &stopping,
+        dir.path(),
+        Duration::from_secs(600),
+    )?;
+    assert!(!ok, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("Offline performance: INVALID (")
+            && stderr
+                .contains("the Offline performance run is INVALID: Min duration satisfied : NO")
+            && stderr.contains("set *.Offline.target_qps to at least"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        !stdout.contains("Offline accuracy: running") && !stdout.contains("Server performance"),
+        "a run started after the INVALID one:\n{stdout}"
+    );
+    // A rehearsal goes on, and the tree says why it is not a result.
+    let (_, stdout, stderr) = run(&kit.official, &args, dir.path(), Duration::from_secs(900))?;
+    assert!(
+        stdout.contains("Offline performance: kept from an earlier run")
+            && stdout.contains("REHEARSAL, not a result"),
+        "{stdout}\n{stderr}"
+    );
+    let system: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(
+        dir.path()
+            .join("submission/network/netdiv-ci/systems/nslab.json"),
+    )?)?;
+    assert!(
+        system["netdiv_rehearsal"]
+            .to_string()
+            .contains("the Offline performance run is INVALID"),
+        "{system}"
+    );
+    drop(nodes);
+    Ok(())
+}
+
+/// A Server run that misses its latency bound stops the submission the
+/// same way, before any other run.
+#[test]
+fn a_server_run_over_its_latency_bound_stops_the_submission() -> Result<()> {
+    let Some(kit) = kit()? else { return Ok(()) };
+    let dir = test_dir("submission-latency")?;
+    // 20 ms a sample against a 15 ms bound.
+    let config = node_config(dir.path(), "node.toml", 20_000, false)?;
+    let nodes = namespaced_nodes("resnet50", &config)?;
+    write_file(dir.path(), "system.json", SYSTEM_JSON)?;
+    write_file(dir.path(), "accuracy.txt", "accuracy=0.000%\n")?;
+    write_file(
+        dir.path(),
+        "user.conf",
+        "*.Server.target_qps = 20\n*.Server.min_duration = 1000\n*.Server.min_query_count = 100\n\
+         *.Offline.target_qps = 100\n*.Offline.min_duration = 1000\n",
+    )?;
+    let mut args = submission_args(&kit, "resnet50", "v5.0");
+    args.extend(["--total-sample-count", "2048", "--stop-on-invalid"].map(String::from));
+    args.extend(node_flags(&nodes));
+    let (ok, stdout, stderr) = run(&kit.official, &args, dir.path(), Duration::from_secs(600))?;
+    assert!(!ok, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("Server performance: INVALID (")
+            && stderr.contains("the Server performance run is INVALID")
+            && stderr.contains("satisfied : NO"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(!stdout.contains("Server accuracy: running"), "{stdout}");
+    drop(nodes);
     Ok(())
 }

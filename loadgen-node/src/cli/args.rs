@@ -89,11 +89,36 @@ pub struct SubmissionArgs {
     /// ones. Any field left "TODO" stops the submission with the list.
     #[arg(long, value_name = "FILE")]
     pub system_json: PathBuf,
-    /// The benchmark's accuracy script's output on the accuracy run's
-    /// mlperf_log_accuracy.json, written as accuracy.txt: FILE for every
-    /// scenario, or SCENARIO=FILE (repeat).
+    /// The benchmark's accuracy script, run after each accuracy run on
+    /// the exact mlperf_log_accuracy.json that goes into the tree: a shell
+    /// command where {log} stands for that file (and {scenario} for the
+    /// scenario), e.g. 'python3 evaluation.py --mlperf-accuracy-file {log}
+    /// --dataset-file cnn_eval.json --dtype int32'. Its output becomes
+    /// accuracy.txt, with the log's sha256.
+    #[arg(long, value_name = "COMMAND")]
+    pub accuracy_script: Option<String>,
+    /// A precomputed accuracy.txt (FILE for every scenario, or
+    /// SCENARIO=FILE): only with --rehearsal, since it cannot be the score
+    /// of the accuracy log this submission writes.
     #[arg(long, value_name = "[SCENARIO=]FILE")]
     pub accuracy_output: Vec<String>,
+    /// The system diagram the rules require (how the LoadGen node, the
+    /// fabric and the SUT nodes connect; an image or PDF), copied into the
+    /// tree's documentation/. Required unless --rehearsal; `sysdesc
+    /// --diagram` draws a starting point from the measured nodes.
+    #[arg(long, value_name = "FILE")]
+    pub diagram: Option<PathBuf>,
+    /// The working group's approval of the compression on the wire
+    /// (e.g. the meeting and date it was approved): required when samples
+    /// or answers travel compressed (lz4), and written into the tree.
+    #[arg(long, value_name = "TEXT")]
+    pub compression_approved: Option<String>,
+    /// measurements.json: the model's weights file (starting_weights_filename).
+    #[arg(long, value_name = "NAME", default_value = "N/A")]
+    pub weights_file: String,
+    /// measurements.json: the weights' data types (weight_data_types).
+    #[arg(long, value_name = "TYPES", default_value = "N/A")]
+    pub weight_data_types: String,
     /// A mlcommons/inference checkout: its compliance tests and submission
     /// checker are used from there.
     #[arg(long, value_name = "DIR", env = "NETDIV_INFERENCE_REPO")]
@@ -104,6 +129,10 @@ pub struct SubmissionArgs {
     /// Run the official submission checker on the tree at the end.
     #[arg(long)]
     pub check: bool,
+    /// Stop at an INVALID run in a rehearsal too (a submission always
+    /// stops there; a rehearsal otherwise carries it into the tree).
+    #[arg(long)]
+    pub stop_on_invalid: bool,
     /// Start over: drop this system's earlier runs and results (otherwise
     /// finished runs are kept and an interrupted submission resumes).
     #[arg(long)]
@@ -231,6 +260,13 @@ pub struct RunArgs {
     /// failed Name() ends the run instead of failing over.
     #[arg(long)]
     pub submission_mode: bool,
+    /// A rehearsal of a submission: where submission mode (or
+    /// `submission`) would refuse for a Network-division rule it can
+    /// check (a node on this machine, virtual links, synthetic data or
+    /// backends, ...), go on and mark the run and the tree as a rehearsal,
+    /// with every reason. A rehearsal is never a result.
+    #[arg(long)]
+    pub rehearsal: bool,
     /// An in-process SUT instead of sut-nodes.
     #[arg(long, value_enum, conflicts_with = "sut_node")]
     pub sut: Option<SutKind>,

@@ -50,50 +50,24 @@ fn protocol(transport: &str) -> &'static str {
 }
 
 /// The names of this host's interfaces that the connections to nodes at
-/// `addresses` leave from: the route the kernel picks for each (a UDP
-/// socket connected to it, no packet sent), matched to the interface that
-/// holds the chosen source address.
+/// `addresses` leave from (each once).
 pub fn data_path_interfaces(addresses: &[Option<std::net::IpAddr>]) -> Vec<String> {
-    use std::net::UdpSocket;
     let mut names = Vec::new();
-    for ip in addresses.iter().flatten() {
-        let bind = if ip.is_ipv6() { "[::]:0" } else { "0.0.0.0:0" };
-        let Some(local) = UdpSocket::bind(bind)
-            .and_then(|s| s.connect((*ip, 9)).map(|()| s))
-            .and_then(|s| s.local_addr())
-            .ok()
-        else {
-            continue;
-        };
-        if let Some(name) = interface_with_address(local.ip()) {
-            if !names.contains(&name) {
-                names.push(name);
-            }
+    for name in addresses
+        .iter()
+        .flatten()
+        .filter_map(|ip| super::data_path::route_interface(*ip))
+    {
+        if !names.contains(&name) {
+            names.push(name);
         }
     }
     names
 }
 
-/// The interface holding `ip`.
-fn interface_with_address(ip: std::net::IpAddr) -> Option<String> {
-    sut_node::nic::interface_addresses()
-        .into_iter()
-        .find(|(_, a)| *a == ip)
-        .map(|(name, _)| name)
-}
-
 /// The address each node was reached at, if it resolves.
 pub fn node_addresses(urls: &[qdl::node_url::NodeUrl]) -> Vec<Option<std::net::IpAddr>> {
-    use std::net::ToSocketAddrs;
-    urls.iter()
-        .map(|u| {
-            (u.host.as_str(), u.port)
-                .to_socket_addrs()
-                .ok()
-                .and_then(|mut a| a.next())
-                .map(|a| a.ip())
-        })
-        .collect()
+    super::data_path::node_addresses(urls)
 }
 
 /// A node's interfaces on the data path: the one holding the address it
@@ -323,10 +297,6 @@ mod tests {
     fn the_data_path_is_the_interface_a_node_is_reached_through() {
         let url: qdl::node_url::NodeUrl = "grpc://127.0.0.1:7000".parse().unwrap();
         assert_eq!(data_path_interfaces(&node_addresses(&[url])), ["lo"]);
-        assert_eq!(
-            interface_with_address("127.0.0.1".parse().unwrap()).as_deref(),
-            Some("lo")
-        );
     }
 
     #[test]

@@ -64,7 +64,74 @@ impl SuiteEntry {
     pub fn allows(&self, scenario: &str) -> bool {
         self.required.contains(&scenario) || self.optional.contains(&scenario)
     }
+
+    /// What the checker would find missing in a submission of `scenarios`:
+    /// a required scenario, or one of Server or Interactive where both are
+    /// optional and neither is required.
+    pub fn missing(&self, scenarios: &[&str]) -> Vec<String> {
+        let mut missing: Vec<String> = self
+            .required
+            .iter()
+            .filter(|r| !scenarios.contains(r))
+            .map(|r| r.to_string())
+            .collect();
+        let pair = self.optional.contains(&"Interactive") && self.optional.contains(&"Server");
+        let has_one = ["Server", "Interactive"]
+            .iter()
+            .any(|s| scenarios.contains(s) || self.required.contains(s));
+        if pair && !has_one {
+            missing.push("one of Server or Interactive".into());
+        }
+        missing
+    }
+
+    /// The fewest samples an Offline query of it may hold: the checker's
+    /// `OFFLINE_MIN_SPQ_SINCE_V4` (it enforces it for the Closed division
+    /// only; the Network division inherits the Closed rules), else the
+    /// general 24576.
+    pub fn offline_min_samples_per_query(&self) -> u64 {
+        OFFLINE_MIN_SAMPLES_PER_QUERY
+            .iter()
+            .find(|(m, _)| *m == self.model)
+            .map_or(24_576, |(_, n)| *n)
+    }
 }
+
+/// The submission checker's `OFFLINE_MIN_SPQ_SINCE_V4` (constants.py at
+/// mlcommons/inference b66003e1): the samples an Offline query of each
+/// model must hold at least.
+const OFFLINE_MIN_SAMPLES_PER_QUERY: &[(&str, u64)] = &[
+    ("resnet", 24576),
+    ("retinanet", 24576),
+    ("bert-99", 10833),
+    ("bert-99.9", 10833),
+    ("dlrm-v2-99", 24576),
+    ("dlrm-v2-99.9", 24576),
+    ("3d-unet-99", 43),
+    ("3d-unet-99.9", 43),
+    ("rnnt", 2513),
+    ("llama3.1-8b", 13368),
+    ("llama3.1-8b-edge", 5000),
+    ("llama2-70b-99", 24576),
+    ("llama2-70b-99.9", 24576),
+    ("llama2-70b-interactive-99", 24576),
+    ("llama2-70b-interactive-99.9", 24576),
+    ("stable-diffusion-xl", 5000),
+    ("mixtral-8x7b", 15000),
+    ("llama3.1-405b", 8313),
+    ("rgat", 788379),
+    ("deepseek-r1", 4388),
+    ("gpt-oss-120b", 6396),
+    ("whisper", 1633),
+    ("pointpainting", 6636),
+    ("yolo-99", 1525),
+    ("yolo-95", 1525),
+    ("dlrm-v3", 349823),
+    ("qwen3-vl-235b-a22b", 48289),
+    ("wan-2.2-t2v-a14b", 50),
+    ("e2e-rag-qna", 824),
+    ("e2e-rag-db", 2515),
+];
 
 /// A round name that is not one of netdiv's.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -365,6 +432,22 @@ mod tests {
         assert_eq!(unet.submission_scenarios(), ["Offline"]);
         let resnet = Round::V5_0.suite_entry(&bench("resnet50")).unwrap();
         assert_eq!(resnet.submission_scenarios(), ["Server", "Offline"]);
+    }
+
+    #[test]
+    fn a_scenario_set_the_checker_would_reject_is_named() {
+        let llama8b = Round::V6_1.suite_entry(&bench("llama3.1-8b")).unwrap();
+        assert_eq!(
+            llama8b.missing(&["Offline"]),
+            ["one of Server or Interactive"]
+        );
+        assert!(llama8b.missing(&["Offline", "Interactive"]).is_empty());
+        let resnet = Round::V5_0.suite_entry(&bench("resnet50")).unwrap();
+        assert_eq!(resnet.missing(&["Offline"]), ["Server"]);
+        assert!(resnet.missing(&["Server", "Offline"]).is_empty());
+        let unet = Round::V6_1.suite_entry(&bench("3d-unet-99")).unwrap();
+        assert_eq!(unet.offline_min_samples_per_query(), 43);
+        assert_eq!(llama8b.offline_min_samples_per_query(), 13368);
     }
 
     #[test]

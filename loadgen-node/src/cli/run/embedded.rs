@@ -241,66 +241,14 @@ pub fn run_default(plan: &RunPlan) -> Result<()> {
     Ok(())
 }
 
-/// One line from a run's `mlperf_log_summary.txt` (either engine writes
-/// it): VALID or INVALID, the headline number, and for INVALID why.
+/// One line from a run's logs (either engine writes them): VALID or
+/// INVALID, the headline number, and for INVALID why.
 fn verdict(output: &Path) -> String {
-    let path = output.join("mlperf_log_summary.txt");
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        return format!("no summary ({} missing)", path.display());
-    };
-    let lines: Vec<&str> = text.lines().collect();
-    let after = |label: &str| {
-        lines
-            .iter()
-            .find_map(|l| l.strip_prefix(label))
-            .map(|v| v.trim_start_matches([' ', ':']).trim().to_string())
-    };
-    let result = after("Result is").unwrap_or_else(|| "unknown".into());
-    // The headline metric is the line after "Mode".
-    let headline = lines
-        .iter()
-        .position(|l| l.starts_with("Mode "))
-        .and_then(|i| lines.get(i + 1))
-        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
-        .unwrap_or_default();
-    let mut line = format!("{result} ({headline})");
-    if result != "VALID" {
-        let why: Vec<String> = lines
-            .iter()
-            .skip_while(|l| {
-                !l.starts_with("Recommendations:") && !l.ends_with("Early Stopping Result:")
-            })
-            .take_while(|l| !l.is_empty() && !l.starts_with("===="))
-            .filter(|l| l.trim_start().starts_with('*') || l.starts_with(' '))
-            .map(|l| l.trim().trim_start_matches("* ").to_string())
-            .collect();
-        if !why.is_empty() {
-            line.push_str(&format!(": {}", why.join(" ")));
-        }
-    }
-    line
-}
-
-#[cfg(test)]
-mod verdict_tests {
-    use super::verdict;
-
-    #[test]
-    fn a_verdict_line_says_valid_or_why_not() {
-        let dir = tempfile::tempdir().unwrap();
-        let summary = "================================================\nMLPerf Results Summary\n================================================\nSUT name : x\nScenario : Server\nMode     : PerformanceOnly\nCompleted samples per second    : 590.12\nResult is : INVALID\n  Performance constraints satisfied : Yes\n  Min duration satisfied : Yes\n  Min queries satisfied : Yes\n  Early stopping satisfied: NO\nRecommendations:\nEarly Stopping Result:\n * Run unsuccessful.\n * Processed 2500 queries.\n * Would need to run at least 515 more queries,\n with the run being successful if every additional\n query were under latency.\n\n================================================\nAdditional Stats\n";
-        std::fs::write(dir.path().join("mlperf_log_summary.txt"), summary).unwrap();
-        assert_eq!(
-            verdict(dir.path()),
-            "INVALID (Completed samples per second : 590.12): Run unsuccessful. Processed 2500 queries. \
-             Would need to run at least 515 more queries, with the run being successful if every additional query were under latency."
-        );
-        let valid = summary.replace("Result is : INVALID", "Result is : VALID");
-        std::fs::write(dir.path().join("mlperf_log_summary.txt"), valid).unwrap();
-        assert_eq!(
-            verdict(dir.path()),
-            "VALID (Completed samples per second : 590.12)"
-        );
-        assert!(verdict(&dir.path().join("none")).starts_with("no summary"));
+    match crate::cli::verdict::Verdict::read(output) {
+        Ok(v) => v.line(),
+        Err(_) => format!(
+            "no summary ({} missing)",
+            output.join("mlperf_log_summary.txt").display()
+        ),
     }
 }

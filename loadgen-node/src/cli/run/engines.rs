@@ -16,6 +16,7 @@ use loadgen_node::sut::{Counters, QuerySampleLibrary, SystemUnderTest};
 
 use super::plan::RunPlan;
 use super::progress::{NodeView, ProgressLine};
+use super::record::RecordInputs;
 use crate::cli::args::Engine;
 
 /// A network test under the plan's engine.
@@ -24,9 +25,9 @@ pub fn run_under_plan_engine(
     sut: &QdlSut,
     qsl: &StoreQsl,
     settings: &TestSettings,
-    output: &Path,
     embedded_conf: Option<&str>,
     counters: Arc<Counters>,
+    record: &RecordInputs<'_>,
 ) -> Result<()> {
     match plan.engine {
         Engine::Netdiv => run_test(
@@ -34,11 +35,11 @@ pub fn run_under_plan_engine(
             sut,
             qsl,
             settings,
-            output,
+            record.output,
             Some(counters),
             Some(node_view(sut)),
         ),
-        Engine::Official => run_official(plan, sut, qsl, settings, output, embedded_conf, counters),
+        Engine::Official => run_official(plan, sut, qsl, settings, embedded_conf, counters, record),
     }
 }
 
@@ -50,10 +51,11 @@ fn run_official(
     sut: &QdlSut,
     qsl: &StoreQsl,
     settings: &TestSettings,
-    output: &Path,
     embedded_conf: Option<&str>,
     counters: Arc<Counters>,
+    record: &RecordInputs<'_>,
 ) -> Result<()> {
+    let output = record.output;
     use loadgen_node::sut::official::{self, OfficialRun};
     std::fs::create_dir_all(output)
         .with_context(|| format!("cannot create {}", output.display()))?;
@@ -83,17 +85,8 @@ fn run_official(
     );
     // A lost node or a failed Name() ends the process inside the official
     // LoadGen's call: the record is written first, saying why.
-    let scenario_name = plan.scenario_name(settings.scenario);
     let last_words = |reason: &str| {
-        let written = super::record::write(
-            plan,
-            &sut.network,
-            &qsl.store,
-            &scenario_name,
-            output,
-            Some(reason.to_string()),
-        );
-        if let Ok((path, _)) = written {
+        if let Ok((path, _)) = super::record::write(record, Some(reason.to_string())) {
             tracing::info!(path = %path.display(), "run record written");
         }
     };
@@ -135,9 +128,9 @@ fn run_official(
     _: &QdlSut,
     _: &StoreQsl,
     _: &TestSettings,
-    _: &Path,
     _: Option<&str>,
     _: Arc<Counters>,
+    _: &RecordInputs<'_>,
 ) -> Result<()> {
     bail!(
         "this loadgen-node was built without the official LoadGen: rebuild with \

@@ -14,6 +14,7 @@ use qdl::node_url::NodeUrl;
 
 use super::engines;
 use super::plan::RunPlan;
+use super::record::RecordInputs;
 
 /// Runs `scenario` through the QDL to `nodes`, its logs in `output`;
 /// `embedded_conf` is the embedded default's user.conf when no file is
@@ -31,10 +32,11 @@ pub fn run(
     // With --expand-dns, one node per address.
     let nodes = config.nodes.clone();
     let network = qdl::NetworkSut::connect(config, qsl.store.clone())?;
-    if plan.submission_mode {
-        let own = sut_node::nic::host_identity();
-        super::submission_mode::check_nodes(&nodes, network.node_infos(), &own)?;
-    }
+    let rehearsal_reasons = if plan.submission_mode {
+        separation(plan, &nodes, &network)?
+    } else {
+        Vec::new()
+    };
     log_nodes(&network);
     let counters = Arc::new(Counters::default());
     let sut = QdlSut {
@@ -50,14 +52,23 @@ pub fn run(
         )?),
         None => None,
     };
+    let scenario_name = plan.scenario_name(scenario);
+    let record = RecordInputs {
+        plan,
+        network: &sut.network,
+        store: &qsl.store,
+        scenario: &scenario_name,
+        output,
+        rehearsal_reasons: &rehearsal_reasons,
+    };
     let ran = engines::run_under_plan_engine(
         plan,
         &sut,
         &qsl,
         &settings,
-        output,
         embedded_conf,
         counters,
+        &record,
     );
     if let Some(metrics) = &metrics {
         metrics.finish();
@@ -65,20 +76,39 @@ pub fn run(
     // The record is written whatever the run's outcome, with the error
     // that ended it.
     let failure = ran.as_ref().err().map(|e| format!("{e:#}"));
-    let (record, bandwidth) = super::record::write(
-        plan,
-        &sut.network,
-        &qsl.store,
-        &plan.scenario_name(scenario),
-        output,
-        failure,
-    )?;
+    let (record, bandwidth) = super::record::write(&record, failure)?;
     if let Some(line) = bandwidth {
         tracing::info!("{line}");
     }
     tracing::info!(path = %record.display(), "run record written");
     ran?;
     after_run(plan, &sut.network)
+}
+
+/// Submission mode: the nodes must be across a network from this
+/// LoadGen node, on other machines. Refused, every reason listed; or, for
+/// a rehearsal, warned about and returned for the record.
+fn separation(plan: &RunPlan, nodes: &[NodeUrl], network: &qdl::NetworkSut) -> Result<Vec<String>> {
+    let found = super::submission_mode::check_nodes(
+        nodes,
+        network.node_infos(),
+        &sut_node::nic::host_identity(),
+        &sut_node::nic::host(),
+    )?;
+    if found.is_empty() {
+        return Ok(found);
+    }
+    if !plan.rehearsal {
+        bail!(
+            "submission mode: the SUT is not across a network from this LoadGen node:\n  {}\n\
+             (--rehearsal runs anyway, marked as a rehearsal)",
+            found.join("\n  ")
+        );
+    }
+    for reason in &found {
+        tracing::warn!("rehearsal: {reason}");
+    }
+    Ok(found)
 }
 
 /// Each node's name, backend and host, and that every node answered.

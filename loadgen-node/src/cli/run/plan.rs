@@ -125,6 +125,8 @@ pub struct RunPlan {
     pub engine: Engine,
     /// The rules of a submission run apply.
     pub submission_mode: bool,
+    /// Submission mode's refusals become a rehearsal's marks.
+    pub rehearsal: bool,
     pub target: Target,
     /// `--scenario`, if given.
     pub scenario: Option<ScenarioArg>,
@@ -160,6 +162,7 @@ impl RunPlan {
             round_given: args.round.is_some(),
             engine: args.loadgen,
             submission_mode: args.submission_mode,
+            rehearsal: args.rehearsal,
             scenario: args.scenario,
             benchmark,
             model,

@@ -16,6 +16,7 @@ use netdiv_proto::pb;
 use serde_json::Value;
 
 use super::plan::RunPlan;
+use crate::cli::data_path;
 
 /// The first numeric value of `key` in the detail log the run wrote
 /// (`:::MLLOG {json}` lines).
@@ -43,14 +44,17 @@ fn nic_record(nic: &pb::Nic) -> NicRecord {
     }
 }
 
-/// The rules' bandwidth requirement at the run's throughput, next to what
-/// was measured.
+/// The rules' bandwidth requirement at the run's throughput (with the
+/// element size as run), next to what was measured and the data path's
+/// rate (`path_rate`, bytes/s: this LoadGen node's interfaces towards the
+/// nodes).
 fn bandwidth_check(
     benchmark: &netdiv_proto::Benchmark,
     dtype_size: usize,
     throughput: Option<f64>,
     wire: (f64, f64, f64),
     seconds: f64,
+    path_rate: Option<f64>,
 ) -> BandwidthCheck {
     let Some(rule) = bandwidth::rule(benchmark) else {
         return BandwidthCheck::not_made("none: the rules' table has no row for this benchmark");
@@ -61,12 +65,7 @@ fn bandwidth_check(
     let (need_in, need_out) = bandwidth::required(&rule, throughput, dtype_size);
     let per_s = |bytes: f64| if seconds > 0.0 { bytes / seconds } else { 0.0 };
     let (sent_wire, sent_decoded, received) = wire;
-    let nic_bytes_per_s = sut_node::nic::interfaces()
-        .iter()
-        .filter(|n| n.state == "up")
-        .map(|n| n.speed_mbps as f64 * 1e6 / 8.0)
-        .fold(0.0, f64::max);
-    let nic = (nic_bytes_per_s > 0.0).then_some(nic_bytes_per_s);
+    let nic = path_rate;
     BandwidthCheck {
         rule: format!(
             "ingress >= throughput x {} x {dtype_size} B; egress {}",
@@ -82,20 +81,27 @@ fn bandwidth_check(
         measured_ingress_decoded_bytes_per_s: Some(per_s(sent_decoded)),
         measured_egress_wire_bytes_per_s: Some(per_s(received)),
         loadgen_nic_rate_bytes_per_s: nic,
-        nic_rate_covers_ingress: nic.map(|r| r >= need_in),
+        nic_rate_covers_ingress: nic.map(|r| r >= need_in.max(need_out)),
         egress_above_zero: Some(received > 0.0),
     }
 }
 
-/// Each node of the run, from its Info and the QDL's counters.
+/// Each node of the run, from its Info, the QDL's counters and its data
+/// path resolved.
 fn node_records(network: &qdl::NetworkSut) -> Vec<NodeRecord> {
     let (traffic, _) = network.traffic();
+    let addresses: Vec<_> = network
+        .node_urls()
+        .iter()
+        .map(|u| data_path::address_of(u))
+        .collect();
     network
         .node_urls()
         .iter()
         .zip(network.node_infos())
         .zip(traffic)
-        .map(|((url, info), (traffic, failure))| NodeRecord {
+        .zip(addresses)
+        .map(|(((url, info), (traffic, failure)), address)| NodeRecord {
             url: url.to_string(),
             name: info.name.clone(),
             hostname: info.hostname.clone(),
@@ -113,20 +119,36 @@ fn node_records(network: &qdl::NetworkSut) -> Vec<NodeRecord> {
             cpu_latency_us: info.cpu_latency_us,
             traffic,
             failure,
+            host: info.host.as_ref().map(data_path::host_record),
+            data_path: data_path::data_path(info, address),
         })
         .collect()
 }
 
+/// What a network run's record is built from.
+pub struct RecordInputs<'a> {
+    pub plan: &'a RunPlan,
+    pub network: &'a qdl::NetworkSut,
+    pub store: &'a qdl::samples::SampleStore,
+    /// The scenario as the rules name it.
+    pub scenario: &'a str,
+    /// The run's log folder.
+    pub output: &'a Path,
+    /// Rules this run broke that `--rehearsal` let it go on with.
+    pub rehearsal_reasons: &'a [String],
+}
+
 /// The record of a network run that wrote its logs into `output`;
 /// `failure` is the error that ended it, if one did.
-pub fn build(
-    plan: &RunPlan,
-    network: &qdl::NetworkSut,
-    store: &qdl::samples::SampleStore,
-    scenario: &str,
-    output: &Path,
-    failure: Option<String>,
-) -> RunRecord {
+pub fn build(inputs: &RecordInputs<'_>, failure: Option<String>) -> RunRecord {
+    let RecordInputs {
+        plan,
+        network,
+        store,
+        scenario,
+        output,
+        rehearsal_reasons,
+    } = *inputs;
     let (traffic, seconds) = network.traffic();
     let stats = network.stats();
     let benchmark = store.benchmark();
@@ -139,6 +161,8 @@ pub fn build(
         sum(|t| t.bytes_received),
     );
     let urls = network.node_urls();
+    let nodes = node_records(network);
+    let paths: Vec<_> = nodes.iter().map(|n| n.data_path.clone()).collect();
     RunRecord {
         schema_version: run_record::SCHEMA_VERSION,
         netdiv_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -152,9 +176,12 @@ pub fn build(
         samples: SamplesRecord {
             source: store.source().describe(),
             codec: store.codec().name().to_string(),
-            dtype: benchmark.spec().dtype.name().to_string(),
+            dtype: store.source().element_type().map_or_else(
+                || benchmark.spec().dtype.name().to_string(),
+                |d| d.name().to_string(),
+            ),
         },
-        nodes: node_records(network),
+        nodes,
         node_changes: network
             .observer()
             .node_changes()
@@ -179,28 +206,34 @@ pub fn build(
         },
         bandwidth: bandwidth_check(
             benchmark,
-            benchmark.spec().dtype.size(),
+            store
+                .source()
+                .element_size()
+                .unwrap_or(benchmark.spec().dtype.size()),
             throughput(output),
             wire,
             seconds,
+            data_path::loadgen_rate_bytes_per_s(&paths),
         ),
         failure,
+        loadgen_host: Some(data_path::host_record(&sut_node::nic::host())),
+        rehearsal: !rehearsal_reasons.is_empty(),
+        rehearsal_reasons: rehearsal_reasons.to_vec(),
     }
 }
 
-/// Writes the record of a network run into `output`; returns its path and
-/// a one-line bandwidth summary.
+/// Writes the record of a network run into its output folder; returns its
+/// path and a one-line bandwidth summary.
 pub fn write(
-    plan: &RunPlan,
-    network: &qdl::NetworkSut,
-    store: &qdl::samples::SampleStore,
-    scenario: &str,
-    output: &Path,
+    inputs: &RecordInputs<'_>,
     failure: Option<String>,
 ) -> Result<(PathBuf, Option<String>)> {
-    let record = build(plan, network, store, scenario, output, failure);
-    let path = record
-        .write(output)
-        .with_context(|| format!("cannot write the run record into {}", output.display()))?;
+    let record = build(inputs, failure);
+    let path = record.write(inputs.output).with_context(|| {
+        format!(
+            "cannot write the run record into {}",
+            inputs.output.display()
+        )
+    })?;
     Ok((path, record.bandwidth.summary()))
 }

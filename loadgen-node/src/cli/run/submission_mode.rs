@@ -40,20 +40,27 @@ fn local_address(ip: IpAddr) -> Option<&'static str> {
     }
 }
 
-/// Each node's addresses must be routable, and no node may run on this
-/// LoadGen node's own host and network stack (`own_host_id`, compared
-/// with the `host_id` each node's Info reports).
-pub fn check_nodes(urls: &[NodeUrl], infos: &[pb::NodeInfo], own_host_id: &str) -> Result<()> {
+/// Why the nodes are not across a network from this LoadGen node, each
+/// reason with its evidence: an address that is not routable, or a node
+/// on this LoadGen node's own host and network stack (`own_host_id`), or
+/// on its machine (the identities `own` shares with the node's).
+pub fn check_nodes(
+    urls: &[NodeUrl],
+    infos: &[pb::NodeInfo],
+    own_host_id: &str,
+    own: &pb::HostIdentity,
+) -> Result<Vec<String>> {
+    let mut found = Vec::new();
     for url in urls {
         let addrs = std::net::ToSocketAddrs::to_socket_addrs(&(url.host.as_str(), url.port))
             .map_err(|e| anyhow::anyhow!("cannot resolve {url}: {e}"))?;
         for addr in addrs {
             if let Some(why) = local_address(addr.ip()) {
-                bail!(
-                    "submission mode: node {url} is at {} ({why}); the Network division needs \
-                     the SUT across a network from the LoadGen node",
+                found.push(format!(
+                    "node {url} is at {} ({why}); the Network division needs the SUT across \
+                     a network from the LoadGen node",
                     addr.ip()
-                );
+                ));
             }
         }
     }
@@ -66,15 +73,28 @@ pub fn check_nodes(urls: &[NodeUrl], infos: &[pb::NodeInfo], own_host_id: &str) 
             );
         }
         if info.host_id == own_host_id {
-            bail!(
-                "submission mode: node {url} ({}) runs on this LoadGen node's own host and \
-                 network stack ({own_host_id}); the Network division needs the SUT on other \
-                 hosts",
+            found.push(format!(
+                "node {url} ({}) runs on this LoadGen node's own host and network stack \
+                 ({own_host_id}); the Network division needs the SUT on other hosts",
                 info.name
-            );
+            ));
+            continue;
+        }
+        let shared = info
+            .host
+            .as_ref()
+            .map(|h| sut_node::nic::shared_identities(own, h))
+            .unwrap_or_default();
+        if !shared.is_empty() {
+            found.push(format!(
+                "node {url} ({}) runs on this LoadGen node's own machine (the same {}); the \
+                 Network division needs the SUT on physically separate systems",
+                info.name,
+                shared.join(", ")
+            ));
         }
     }
-    Ok(())
+    Ok(found)
 }
 
 #[cfg(test)]
@@ -99,31 +119,39 @@ mod tests {
     }
 
     #[test]
-    fn a_node_on_this_host_is_refused() {
+    fn a_node_on_this_host_or_machine_is_found() {
         let url: NodeUrl = "grpc://10.0.0.2:7000".parse().unwrap();
+        let host = |boot: &str| pb::HostIdentity {
+            machine_id: "m1".into(),
+            boot_id: boot.into(),
+            ..Default::default()
+        };
         let info = pb::NodeInfo {
             name: "a".into(),
             host_id: "m1/net:[1]".into(),
+            host: Some(host("b1")),
             ..Default::default()
         };
-        let err = check_nodes(
-            std::slice::from_ref(&url),
-            std::slice::from_ref(&info),
-            "m1/net:[1]",
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(err.contains("own host"), "{err}");
-        assert!(check_nodes(
-            std::slice::from_ref(&url),
-            std::slice::from_ref(&info),
-            "m1/net:[2]"
-        )
-        .is_ok());
+        let one = |own_id: &str, own: &pb::HostIdentity| {
+            check_nodes(
+                std::slice::from_ref(&url),
+                std::slice::from_ref(&info),
+                own_id,
+                own,
+            )
+            .unwrap()
+        };
+        let found = one("m1/net:[1]", &host("b1"));
+        assert!(found[0].contains("own host"), "{found:?}");
+        // Another network namespace of the same machine: the boot id says so.
+        let found = one("m1/net:[2]", &host("b1"));
+        assert!(
+            found[0].contains("own machine (the same boot id b1"),
+            "{found:?}"
+        );
+        assert!(one("m1/net:[2]", &host("b2")).is_empty());
         let local: NodeUrl = "grpc://127.0.0.1:7000".parse().unwrap();
-        let err = check_nodes(&[local], &[info], "m2/x")
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("loopback"), "{err}");
+        let found = check_nodes(&[local], &[info], "m2/x", &host("b9")).unwrap();
+        assert!(found[0].contains("loopback"), "{found:?}");
     }
 }

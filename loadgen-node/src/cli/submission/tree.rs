@@ -101,6 +101,30 @@ impl Tree {
         self.submitter_dir.join("documentation")
     }
 
+    /// The scenarios of `model` whose results the tree already holds (a
+    /// performance run laid out by an earlier submission).
+    pub fn finished_scenarios(&self, model: &str) -> Vec<String> {
+        let dir = self
+            .submitter_dir
+            .join("results")
+            .join(&self.system)
+            .join(model);
+        let mut found: Vec<String> = std::fs::read_dir(&dir)
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| {
+                        e.path()
+                            .join("performance/run_1/mlperf_log_detail.txt")
+                            .is_file()
+                    })
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        found.sort();
+        found
+    }
+
     /// The raw output of one run (`performance`, `accuracy`, `TEST01`).
     pub fn run_dir(&self, model: &str, scenario: &str, run: &str) -> PathBuf {
         self.work.join(model).join(scenario).join(run)

@@ -1,0 +1,234 @@
+//! What a submission checks before its first run, in seconds, so that
+//! hours of runs are not spent on a tree that is not a result: the
+//! scenario set the round's checker requires, every Network-division rule
+//! netdiv can check ([`super::rules`], each finding with its evidence),
+//! and user.conf settings that make a run unreachable or needlessly long.
+
+use std::path::Path;
+
+use anyhow::{bail, Result};
+use loadgen_node::engine::settings::{EffectiveSettings, Scenario, TestSettings};
+use loadgen_node::round::SuiteEntry;
+use netdiv_proto::pb;
+use qdl::node_url::NodeUrl;
+use serde_json::{Map, Value};
+
+use super::rules::{self, Finding, NodeFacts};
+use crate::cli::data_path;
+use crate::cli::run::plan::RunPlan;
+
+/// What the checks found.
+pub struct Preflight {
+    /// Each node's address and Info, in order.
+    pub nodes: Vec<(String, pb::NodeInfo)>,
+    /// Rules the submission would break: refused unless a rehearsal.
+    pub findings: Vec<Finding>,
+    /// Settings worth a second look (not refusals).
+    pub warnings: Vec<String>,
+}
+
+/// The scenarios as the run plan names them (`Interactive` runs Server).
+fn loadgen_scenario(name: &str) -> Scenario {
+    match name {
+        "Interactive" => Scenario::Server,
+        other => other.parse().unwrap_or(Scenario::Offline),
+    }
+}
+
+/// Refuses a scenario set the round's checker would reject for the
+/// benchmark: every required scenario, and one of Server or Interactive
+/// where the round wants one, among `scenarios` and those the tree
+/// already holds (`done`).
+pub fn check_scenario_set(
+    entry: &SuiteEntry,
+    round: &str,
+    scenarios: &[String],
+    done: &[String],
+) -> Result<()> {
+    let all: Vec<&str> = scenarios.iter().chain(done).map(String::as_str).collect();
+    let missing = entry.missing(&all);
+    if !missing.is_empty() {
+        bail!(
+            "round {round}'s checker would reject {} with {}: it requires {} too (run without \
+             --scenario for every scenario the round requires: {})",
+            entry.model,
+            scenarios.join(" and "),
+            missing.join(" and "),
+            entry.submission_scenarios().join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// Everything `submission` checks before its first run.
+pub fn run(
+    plan: &RunPlan,
+    entry: &SuiteEntry,
+    scenarios: &[String],
+    system: &Map<String, Value>,
+    compression_approved: Option<&str>,
+) -> Result<Preflight> {
+    let urls: Vec<NodeUrl> = match &plan.target {
+        crate::cli::run::plan::Target::Network { nodes } => nodes.clone(),
+        _ => bail!("submission needs the sut-nodes: --sut-node URL (repeat for each)"),
+    };
+    let config = plan.qdl.config(urls, &plan.benchmark)?;
+    let urls = config.nodes.clone();
+    let nodes = qdl::describe_nodes(&config)?;
+    let addresses = data_path::node_addresses(&urls);
+    let links: Vec<Option<(String, sut_node::nic::Link)>> = addresses
+        .iter()
+        .map(|a| {
+            let name = a.and_then(data_path::route_interface)?;
+            let link = sut_node::nic::resolve_link(Path::new("/sys/class/net"), &name);
+            Some((name, link))
+        })
+        .collect();
+    let facts: Vec<NodeFacts<'_>> = urls
+        .iter()
+        .zip(&nodes)
+        .zip(&addresses)
+        .zip(links)
+        .map(|(((url, (_, info)), address), link)| NodeFacts {
+            url,
+            info,
+            address: *address,
+            loadgen_link: link,
+        })
+        .collect();
+    let qsl = plan.qsl()?;
+    let mut findings = rules::separate_machines(&sut_node::nic::host(), &facts);
+    findings.extend(rules::real_data_path(&facts));
+    findings.extend(rules::real_backends(&facts));
+    findings.extend(rules::real_data(qsl.store.source()));
+    findings.extend(rules::permitted_fabric(system));
+    findings.extend(rules::approved_compression(
+        plan.samples.codec,
+        &facts,
+        compression_approved,
+    ));
+    let paths: Vec<_> = nodes
+        .iter()
+        .zip(&addresses)
+        .map(|((_, info), a)| data_path::data_path(info, *a))
+        .collect();
+    let rate = data_path::loadgen_rate_bytes_per_s(&paths);
+    let (total, performance) = plan.counts(qsl.store.source().count())?;
+    let mut warnings = Vec::new();
+    for scenario in scenarios {
+        let settings = plan.settings(loadgen_scenario(scenario), None)?;
+        let effective = EffectiveSettings::new(&settings, performance as u64, total as u64);
+        if scenario == "Offline" {
+            let floor = entry.offline_min_samples_per_query();
+            findings.extend(rules::offline_floor(
+                entry.model,
+                effective.samples_per_query,
+                floor,
+            ));
+        }
+        findings.extend(bandwidth(plan, scenario, &settings, &qsl, rate));
+        warnings.extend(long_or_unreachable(scenario, &settings));
+    }
+    Ok(Preflight {
+        nodes,
+        findings,
+        warnings,
+    })
+}
+
+/// The rules' bandwidth at the scenario's target throughput, with the
+/// samples' element size as sent, against the data path's rate.
+fn bandwidth(
+    plan: &RunPlan,
+    scenario: &str,
+    settings: &TestSettings,
+    qsl: &loadgen_node::sut::network::StoreQsl,
+    rate: Option<f64>,
+) -> Option<Finding> {
+    let rule = netdiv_proto::bandwidth::rule(&plan.benchmark)?;
+    let throughput = match settings.scenario {
+        Scenario::Server => settings.server_target_qps,
+        _ => settings.offline_expected_qps,
+    };
+    let size = qsl
+        .store
+        .source()
+        .element_size()
+        .unwrap_or(plan.benchmark.spec().dtype.size());
+    let (need_in, need_out) = netdiv_proto::bandwidth::required(&rule, throughput, size);
+    rules::bandwidth(
+        &format!("{scenario} at its target of {throughput} samples/s"),
+        need_in,
+        need_out,
+        rate,
+    )
+}
+
+/// A user.conf that makes a run needlessly long by an order of magnitude
+/// or its minimum duration unreachable, with the numbers.
+fn long_or_unreachable(scenario: &str, s: &TestSettings) -> Option<String> {
+    let min_s = s.min_duration_ms as f64 / 1000.0;
+    if s.scenario == Scenario::Server && s.server_target_qps > 0.0 {
+        let query_s = s.min_query_count as f64 / s.server_target_qps;
+        if query_s >= 10.0 * min_s.max(1.0) {
+            return Some(format!(
+                "{scenario}: min_query_count {} at target_qps {} takes {query_s:.0} s, ten \
+                 times the {min_s:.0} s minimum duration; the run lasts that long",
+                s.min_query_count, s.server_target_qps
+            ));
+        }
+    }
+    if s.max_duration_ms > 0 && s.max_duration_ms < s.min_duration_ms {
+        return Some(format!(
+            "{scenario}: max_duration {} ms is below min_duration {} ms: the minimum \
+             duration cannot be reached",
+            s.max_duration_ms, s.min_duration_ms
+        ));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loadgen_node::round::Round;
+    use netdiv_proto::Benchmark;
+
+    #[test]
+    fn a_scenario_set_missing_what_the_round_requires_is_refused() {
+        let entry = Round::V6_1
+            .suite_entry(&Benchmark::parse("llama3.1-8b").unwrap())
+            .unwrap();
+        let err = check_scenario_set(entry, "v6.1", &["Offline".into()], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("requires one of Server or Interactive too"),
+            "{err}"
+        );
+        // One already in the tree counts.
+        check_scenario_set(entry, "v6.1", &["Offline".into()], &["Server".into()]).unwrap();
+        check_scenario_set(entry, "v6.1", &["Offline".into(), "Server".into()], &[]).unwrap();
+    }
+
+    #[test]
+    fn a_server_query_count_ten_times_the_duration_is_said() {
+        let s = TestSettings {
+            scenario: Scenario::Server,
+            server_target_qps: 10.0,
+            min_query_count: 270_336,
+            min_duration_ms: 600_000,
+            ..TestSettings::default()
+        };
+        let w = long_or_unreachable("Server", &s).unwrap();
+        assert!(
+            w.contains("takes 27034 s, ten times the 600 s minimum"),
+            "{w}"
+        );
+        let fine = TestSettings {
+            server_target_qps: 500.0,
+            ..s
+        };
+        assert!(long_or_unreachable("Server", &fine).is_none());
+    }
+}

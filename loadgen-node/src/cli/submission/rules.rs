@@ -1,0 +1,427 @@
+//! The Network-division rules netdiv can check before a submission's
+//! first run, each finding with the evidence that shows it: the SUT on the
+//! LoadGen node's own machine, a data path over virtual interfaces only, a
+//! synthetic or test-only backend, synthetic samples, a fabric or medium
+//! the rules do not permit, compression without the working group's
+//! approval, an Offline query below the samples-per-query floor, and a
+//! data path slower than the rules' bandwidth table requires. By default
+//! any finding refuses the submission (all listed at once); `--rehearsal`
+//! turns them into marks the tree carries instead.
+
+use std::fmt;
+use std::net::IpAddr;
+
+use netdiv_proto::codec::Codec;
+use netdiv_proto::pb;
+use qdl::node_url::NodeUrl;
+use sut_node::nic::{shared_identities, Link};
+
+/// A rule a submission would break, and what shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Finding {
+    /// The rule, short.
+    pub rule: &'static str,
+    /// What was measured or read that breaks it.
+    pub evidence: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.rule, self.evidence)
+    }
+}
+
+fn finding(rule: &'static str, evidence: String) -> Finding {
+    Finding { rule, evidence }
+}
+
+/// One node as the checks see it.
+pub struct NodeFacts<'a> {
+    pub url: &'a NodeUrl,
+    pub info: &'a pb::NodeInfo,
+    /// The address it was reached at.
+    pub address: Option<IpAddr>,
+    /// This LoadGen node's interface towards it, resolved.
+    pub loadgen_link: Option<(String, Link)>,
+}
+
+const SEPARATE: &str = "the SUT and the QDL run on physically separate systems";
+
+/// No node on the LoadGen node's machine, nor two nodes on one machine.
+pub fn separate_machines(own: &pb::HostIdentity, nodes: &[NodeFacts<'_>]) -> Vec<Finding> {
+    let mut found = Vec::new();
+    let none = pb::HostIdentity::default();
+    for (i, n) in nodes.iter().enumerate() {
+        let Some(host) = n.info.host.as_ref() else {
+            found.push(finding(
+                SEPARATE,
+                format!(
+                    "node {} ({}) does not report its machine's identities (a sut-node older \
+                     than this LoadGen node)",
+                    n.url, n.info.name
+                ),
+            ));
+            continue;
+        };
+        let shared = shared_identities(own, host);
+        if !shared.is_empty() {
+            found.push(finding(
+                SEPARATE,
+                format!(
+                    "node {} ({}) is on the LoadGen node's own machine: the same {}",
+                    n.url,
+                    n.info.name,
+                    shared.join(", ")
+                ),
+            ));
+        }
+        for other in &nodes[..i] {
+            let shared = shared_identities(host, other.info.host.as_ref().unwrap_or(&none));
+            if !shared.is_empty() {
+                found.push(finding(
+                    "each SUT node is a system of its own",
+                    format!(
+                        "nodes {} and {} are on one machine: the same {}",
+                        other.url,
+                        n.url,
+                        shared.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    found
+}
+
+const FABRIC: &str = "queries travel over a network fabric (wireless, copper or fiber), not a \
+                      machine's virtual interfaces";
+
+/// Both ends of each node's data path backed by a device.
+pub fn real_data_path(nodes: &[NodeFacts<'_>]) -> Vec<Finding> {
+    let mut found = Vec::new();
+    for n in nodes {
+        match &n.loadgen_link {
+            Some((name, link)) if !link.backed => found.push(finding(
+                FABRIC,
+                format!(
+                    "the LoadGen node reaches node {} through {name} ({}{}), with no device \
+                     behind it",
+                    n.url,
+                    link.kind,
+                    lower_text(&link.lower)
+                ),
+            )),
+            Some(_) => {}
+            None => found.push(finding(
+                FABRIC,
+                format!("no interface of this LoadGen node routes to node {}", n.url),
+            )),
+        }
+        let reached = n.address.map(|a| a.to_string());
+        let nic = n
+            .info
+            .nics
+            .iter()
+            .find(|nic| reached.as_ref().is_some_and(|a| nic.addresses.contains(a)));
+        match nic {
+            Some(nic) if nic.kind.is_empty() => found.push(finding(
+                FABRIC,
+                format!(
+                    "node {} does not say what backs its interface {} (a sut-node older than \
+                     this LoadGen node)",
+                    n.url, nic.name
+                ),
+            )),
+            Some(nic) if !nic.backed => found.push(finding(
+                FABRIC,
+                format!(
+                    "node {} is reached at {} on its interface {} ({}{}), with no device \
+                     behind it",
+                    n.url,
+                    reached.as_deref().unwrap_or("?"),
+                    nic.name,
+                    nic.kind,
+                    lower_text(&nic.lower)
+                ),
+            )),
+            Some(_) => {}
+            // Behind NAT or a proxy the node holds another address: its
+            // side cannot be told.
+            None => found.push(finding(
+                FABRIC,
+                format!(
+                    "node {} holds no interface with the address it was reached at ({}): \
+                     its side of the data path cannot be checked",
+                    n.url,
+                    reached.as_deref().unwrap_or("unresolved")
+                ),
+            )),
+        }
+    }
+    found
+}
+
+fn lower_text(lower: &[String]) -> String {
+    if lower.is_empty() {
+        String::new()
+    } else {
+        format!(" over {}", lower.join(", "))
+    }
+}
+
+const REAL_SUT: &str = "the SUT runs the benchmark's model (Closed-division equivalence)";
+
+/// No node on a synthetic, test-only or caching backend.
+pub fn real_backends(nodes: &[NodeFacts<'_>]) -> Vec<Finding> {
+    let mut found = Vec::new();
+    for n in nodes {
+        let backend = &n.info.backend;
+        let detail = &n.info.backend_detail;
+        if backend.starts_with("synthetic") {
+            found.push(finding(
+                REAL_SUT,
+                format!(
+                    "node {} ({}) runs the {backend} backend, a cost model with no model",
+                    n.url, n.info.name
+                ),
+            ));
+        }
+        if detail.contains("TEST-ONLY") {
+            found.push(finding(
+                "the SUT caches no queries or responses",
+                format!(
+                    "node {} ({}) runs a test-only backend: {detail}",
+                    n.url, n.info.name
+                ),
+            ));
+        }
+        if detail.contains("prefix cache: ON") {
+            found.push(finding(
+                "the SUT caches nothing derived from earlier queries",
+                format!(
+                    "node {} ({}): its serving engine reuses cached prompts across queries: \
+                     {detail}",
+                    n.url, n.info.name
+                ),
+            ));
+        }
+    }
+    found
+}
+
+/// The samples are the benchmark's data set, not synthetic.
+pub fn real_data(source: &qdl::samples::SampleSource) -> Option<Finding> {
+    use qdl::samples::SampleSource;
+    match source {
+        SampleSource::Dataset(_) | SampleSource::NpyDir { .. } => None,
+        other => Some(finding(
+            "the QSL holds the benchmark's validation data set",
+            format!(
+                "the samples are {} (give the data set with --data-dir)",
+                other.describe()
+            ),
+        )),
+    }
+}
+
+/// The fabric types and media the rules permit.
+pub const PERMITTED_FABRICS: [&str; 4] = ["Ethernet", "IEEE 802.11", "InfiniBand", "3GPP"];
+pub const PERMITTED_MEDIA: [&str; 3] = ["wireless", "copper", "fiber"];
+
+/// `network_type` and `network_media` of the system description name what
+/// the rules permit.
+pub fn permitted_fabric(system: &serde_json::Map<String, serde_json::Value>) -> Vec<Finding> {
+    let mut found = Vec::new();
+    let text = |k: &str| system.get(k).and_then(|v| v.as_str()).unwrap_or("").trim();
+    let fabric = text("network_type");
+    if !PERMITTED_FABRICS
+        .iter()
+        .any(|p| fabric.eq_ignore_ascii_case(p))
+    {
+        found.push(finding(
+            "the fabric is Ethernet, IEEE 802.11, InfiniBand or 3GPP (others need the WG's \
+             clearance)",
+            format!("network_type is {fabric:?}"),
+        ));
+    }
+    let media = text("network_media");
+    if !PERMITTED_MEDIA
+        .iter()
+        .any(|p| media.eq_ignore_ascii_case(p))
+    {
+        found.push(finding(
+            "the fabric's medium is wireless, copper or fiber",
+            format!("network_media is {media:?}"),
+        ));
+    }
+    found
+}
+
+/// A codec on the wire needs the working group's approval, named.
+pub fn approved_compression(
+    sample_codec: Codec,
+    nodes: &[NodeFacts<'_>],
+    approval: Option<&str>,
+) -> Vec<Finding> {
+    if approval.is_some_and(|a| !a.trim().is_empty()) {
+        return Vec::new();
+    }
+    let rule = "a compression scheme on the wire is approved by the working group \
+                (--compression-approved names the approval)";
+    let mut found = Vec::new();
+    if sample_codec != Codec::None {
+        found.push(finding(
+            rule,
+            format!("samples travel in {}", sample_codec.name()),
+        ));
+    }
+    for n in nodes {
+        if n.info.response_codec != pb::Codec::None as i32 {
+            found.push(finding(
+                rule,
+                format!("node {} answers in a compressed codec", n.url),
+            ));
+        }
+    }
+    found
+}
+
+/// An Offline query holds at least the samples the checker requires of a
+/// Closed submission (`OFFLINE_MIN_SPQ_SINCE_V4`; the Network division
+/// inherits the Closed rules, though the checker skips it there).
+pub fn offline_floor(model: &str, samples_per_query: u64, floor: u64) -> Option<Finding> {
+    (samples_per_query < floor).then(|| {
+        finding(
+            "an Offline query holds at least the benchmark's minimum samples",
+            format!(
+                "the Offline query of {model} holds {samples_per_query} samples; the floor is \
+                 {floor} (raise Offline min_query_count or target_qps in user.conf)"
+            ),
+        )
+    })
+}
+
+/// The data path's rate covers the rules' bandwidth at `throughput`.
+pub fn bandwidth(
+    what: &str,
+    required_ingress: f64,
+    required_egress: f64,
+    path_rate_bytes_per_s: Option<f64>,
+) -> Option<Finding> {
+    let rule = "the data path carries the rules' minimum ingress and egress bandwidth";
+    match path_rate_bytes_per_s {
+        None => Some(finding(
+            rule,
+            format!(
+                "{what} needs {:.1} MB/s in and {:.1} MB/s out, and the data path's \
+                 interfaces report no speed",
+                required_ingress / 1e6,
+                required_egress / 1e6
+            ),
+        )),
+        Some(rate) if rate < required_ingress.max(required_egress) => Some(finding(
+            rule,
+            format!(
+                "{what} needs {:.1} MB/s in and {:.1} MB/s out; the data path carries \
+                 {:.1} MB/s",
+                required_ingress / 1e6,
+                required_egress / 1e6,
+                rate / 1e6
+            ),
+        )),
+        Some(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(boot: &str) -> pb::HostIdentity {
+        pb::HostIdentity {
+            machine_id: "m".into(),
+            boot_id: boot.into(),
+            product_uuid: String::new(),
+            netns: "net:[1]".into(),
+        }
+    }
+
+    fn info(name: &str, boot: &str) -> pb::NodeInfo {
+        pb::NodeInfo {
+            name: name.into(),
+            host: Some(host(boot)),
+            backend: "onnx".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn nodes_on_this_or_one_machine_are_found_with_the_identity_shared() {
+        let urls: Vec<NodeUrl> = [
+            "grpc://10.0.0.2:1",
+            "grpc://10.0.0.3:1",
+            "grpc://10.0.0.4:1",
+        ]
+        .iter()
+        .map(|u| u.parse().unwrap())
+        .collect();
+        let infos = [info("a", "b-own"), info("b", "b2"), info("c", "b2")];
+        let nodes: Vec<NodeFacts<'_>> = urls
+            .iter()
+            .zip(&infos)
+            .map(|(url, info)| NodeFacts {
+                url,
+                info,
+                address: None,
+                loadgen_link: None,
+            })
+            .collect();
+        let found = separate_machines(&host("b-own"), &nodes);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[0].evidence.contains(
+            "grpc://10.0.0.2:1 (a) is on the LoadGen node's own machine: the same boot id b-own"
+        ));
+        assert!(found[1]
+            .evidence
+            .contains("nodes grpc://10.0.0.3:1 and grpc://10.0.0.4:1 are on one machine"));
+    }
+
+    #[test]
+    fn the_fabric_and_medium_must_be_the_rules_own_words() {
+        let system = |t: &str, m: &str| {
+            serde_json::json!({"network_type": t, "network_media": m})
+                .as_object()
+                .unwrap()
+                .clone()
+        };
+        assert!(permitted_fabric(&system("Ethernet", "fiber")).is_empty());
+        assert!(permitted_fabric(&system("infiniband", "Copper")).is_empty());
+        let found = permitted_fabric(&system("Ethernet (veth pairs)", "virtual"));
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[1].evidence.contains("\"virtual\""));
+    }
+
+    #[test]
+    fn floors_bandwidth_and_codecs_are_judged_with_their_numbers() {
+        assert!(offline_floor("resnet", 24576, 24576).is_none());
+        let f = offline_floor("resnet", 1600, 24576).unwrap();
+        assert!(
+            f.evidence
+                .contains("holds 1600 samples; the floor is 24576"),
+            "{f}"
+        );
+        assert!(bandwidth("x", 1e9, 0.0, Some(12.5e9)).is_none());
+        let f = bandwidth("Offline at 100 samples/s", 2e9, 0.0, Some(1.25e9)).unwrap();
+        assert!(
+            f.evidence.contains("2000.0 MB/s in") && f.evidence.contains("1250.0 MB/s"),
+            "{f}"
+        );
+        assert!(bandwidth("x", 1.0, 0.0, None)
+            .unwrap()
+            .evidence
+            .contains("report no speed"));
+        assert_eq!(approved_compression(Codec::Lz4, &[], None).len(), 1);
+        assert!(approved_compression(Codec::Lz4, &[], Some("WG 2026-11-02 minutes")).is_empty());
+        assert!(approved_compression(Codec::None, &[], None).is_empty());
+    }
+}

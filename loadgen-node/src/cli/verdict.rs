@@ -1,0 +1,210 @@
+//! A run's verdict, read from its own logs (the summary and detail logs
+//! either LoadGen writes): VALID or INVALID, its headline metric, the
+//! constraints it did not meet, the LoadGen's recommendations, and for an
+//! Offline run too short for its minimum duration the target to set,
+//! computed from the rate it measured.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde_json::Value;
+
+/// What a run's logs say of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    /// `Result is : VALID`.
+    pub valid: bool,
+    /// The headline metric line (`Samples per second: 1914.72`).
+    pub metric: String,
+    /// The constraints it did not meet (`Min duration satisfied : NO`).
+    pub unmet: Vec<String>,
+    /// What to change: the LoadGen's recommendations, and the target
+    /// computed from the measured rate where that applies.
+    pub recommendations: Vec<String>,
+}
+
+/// The first value of `key` in a detail log's text.
+fn detail_value(detail: &str, key: &str) -> Option<Value> {
+    detail
+        .lines()
+        .filter_map(|l| l.strip_prefix(":::MLLOG "))
+        .filter_map(|j| serde_json::from_str::<Value>(j).ok())
+        .find(|e| e["key"] == key)
+        .map(|e| e["value"].clone())
+}
+
+impl Verdict {
+    /// The verdict of the run whose logs are in `run`.
+    pub fn read(run: &Path) -> Result<Verdict> {
+        let summary_path = run.join("mlperf_log_summary.txt");
+        let summary = std::fs::read_to_string(&summary_path)
+            .with_context(|| format!("cannot read {}", summary_path.display()))?;
+        let detail = std::fs::read_to_string(run.join("mlperf_log_detail.txt")).unwrap_or_default();
+        Ok(Self::parse(&summary, &detail))
+    }
+
+    /// The verdict in a summary's and a detail log's text.
+    pub fn parse(summary: &str, detail: &str) -> Verdict {
+        let lines: Vec<&str> = summary.lines().collect();
+        let result = lines
+            .iter()
+            .find_map(|l| l.strip_prefix("Result is"))
+            .map(|v| v.trim_start_matches([' ', ':']).trim().to_string())
+            .unwrap_or_default();
+        // The headline metric is the line after "Mode".
+        let metric = lines
+            .iter()
+            .position(|l| l.starts_with("Mode "))
+            .and_then(|i| lines.get(i + 1))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .unwrap_or_default();
+        let unmet = lines
+            .iter()
+            .filter(|l| l.contains("satisfied") && l.trim_end().ends_with("NO"))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect();
+        let mut recommendations: Vec<String> = Vec::new();
+        for line in lines
+            .iter()
+            .skip_while(|l| !l.starts_with("Recommendations:"))
+            .skip(1)
+            .take_while(|l| !l.is_empty() && !l.starts_with("===="))
+        {
+            match line.trim().strip_prefix("* ") {
+                Some(item) => recommendations.push(item.to_string()),
+                // A continued item ("with the run being successful if...").
+                None if line.starts_with(' ') => {
+                    if let Some(last) = recommendations.last_mut() {
+                        last.push(' ');
+                        last.push_str(line.trim());
+                    }
+                }
+                // A heading ("Early Stopping Result:").
+                None => {}
+            }
+        }
+        let valid = result == "VALID";
+        if !valid {
+            recommendations.extend(offline_target(detail));
+        }
+        Verdict {
+            valid,
+            metric,
+            unmet,
+            recommendations,
+        }
+    }
+
+    /// One line: `VALID (metric)` or `INVALID (metric): why`.
+    pub fn line(&self) -> String {
+        let word = if self.valid { "VALID" } else { "INVALID" };
+        if self.valid {
+            format!("{word} ({})", self.metric)
+        } else {
+            format!("{word} ({}): {}", self.metric, self.why())
+        }
+    }
+
+    /// The unmet constraints and what to change.
+    pub fn why(&self) -> String {
+        let mut parts = self.unmet.clone();
+        if parts.is_empty() {
+            parts.push("the summary gives no unmet constraint".into());
+        }
+        let mut text = parts.join("; ");
+        if !self.recommendations.is_empty() {
+            text.push_str(". Recommended: ");
+            text.push_str(&self.recommendations.join(" "));
+        }
+        text
+    }
+}
+
+/// For an Offline run shorter than its minimum duration: the target that
+/// makes the query last it at the measured rate (the LoadGen's Offline
+/// query holds target_qps x min_duration x 1.1 samples; a tenth more for
+/// margin).
+fn offline_target(detail: &str) -> Option<String> {
+    let number = |k: &str| detail_value(detail, k).and_then(|v| v.as_f64());
+    if detail_value(detail, "effective_scenario")?.as_str()? != "Offline"
+        || detail_value(detail, "result_min_duration_met")?.as_bool()?
+    {
+        return None;
+    }
+    let rate = number("result_samples_per_second")?;
+    let target = number("effective_target_qps")?;
+    let min_ms = number("effective_min_duration_ms")?;
+    let wanted = (rate * 1.1).ceil();
+    Some(format!(
+        "set *.Offline.target_qps to at least {wanted} in user.conf: the nodes did {rate:.1} \
+         samples/s, so a target of {target} made a query of {:.0} s, under the {:.0} s minimum.",
+        target * min_ms / 1000.0 * 1.1 / rate,
+        min_ms / 1000.0
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INVALID_OFFLINE: &str = "================================================\n\
+MLPerf Results Summary\n================================================\n\
+SUT name : Network SUT [a, b]\nScenario : Offline\nMode     : PerformanceOnly\n\
+Samples per second: 1914.72\nResult is : INVALID\n  Min duration satisfied : NO\n\
+  Min queries satisfied : Yes\n  Early stopping satisfied: Yes\nRecommendations:\n\
+ * Increase expected QPS so the loadgen pre-generates a larger (coalesced) query.\n\n\
+================================================\nAdditional Stats\n";
+
+    fn detail(entries: &[(&str, Value)]) -> String {
+        entries
+            .iter()
+            .map(|(k, v)| format!(":::MLLOG {}\n", serde_json::json!({"key": k, "value": v})))
+            .collect()
+    }
+
+    #[test]
+    fn an_invalid_offline_run_says_why_and_the_target_to_set() {
+        let d = detail(&[
+            ("effective_scenario", "Offline".into()),
+            ("result_min_duration_met", false.into()),
+            ("result_samples_per_second", 1914.72.into()),
+            ("effective_target_qps", 100.into()),
+            ("effective_min_duration_ms", 1000.into()),
+        ]);
+        let v = Verdict::parse(INVALID_OFFLINE, &d);
+        assert!(!v.valid);
+        assert_eq!(v.metric, "Samples per second: 1914.72");
+        assert_eq!(v.unmet, ["Min duration satisfied : NO"]);
+        let line = v.line();
+        assert!(line.starts_with("INVALID (Samples per second: 1914.72): Min duration satisfied : NO. Recommended: Increase expected QPS"), "{line}");
+        assert!(
+            line.contains("set *.Offline.target_qps to at least 2107 in user.conf"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn early_stopping_s_explanation_is_kept_whole() {
+        let summary = "================================================\nMLPerf Results Summary\n================================================\nSUT name : x\nScenario : Server\nMode     : PerformanceOnly\nCompleted samples per second    : 590.12\nResult is : INVALID\n  Performance constraints satisfied : Yes\n  Min duration satisfied : Yes\n  Min queries satisfied : Yes\n  Early stopping satisfied: NO\nRecommendations:\nEarly Stopping Result:\n * Run unsuccessful.\n * Processed 2500 queries.\n * Would need to run at least 515 more queries,\n with the run being successful if every additional\n query were under latency.\n\n================================================\nAdditional Stats\n";
+        assert_eq!(
+            Verdict::parse(summary, "").line(),
+            "INVALID (Completed samples per second : 590.12): Early stopping satisfied: NO. \
+             Recommended: Run unsuccessful. Processed 2500 queries. Would need to run at least \
+             515 more queries, with the run being successful if every additional query were \
+             under latency."
+        );
+    }
+
+    #[test]
+    fn a_valid_run_is_one_line() {
+        let valid = INVALID_OFFLINE
+            .replace("Result is : INVALID", "Result is : VALID")
+            .replace(
+                "Min duration satisfied : NO",
+                "Min duration satisfied : Yes",
+            );
+        let v = Verdict::parse(&valid, "");
+        assert!(v.valid && v.unmet.is_empty());
+        assert_eq!(v.line(), "VALID (Samples per second: 1914.72)");
+    }
+}
