@@ -22,13 +22,15 @@ use netdiv_tests::misbehaving_engine::{MisbehavingEngine, Misbehaviour};
 use netdiv_tests::mlperf_logs::detail_value;
 use netdiv_tests::network_run::{llama2_prompt_flags, loadgen, loadgen_with, Cluster, LoadgenRun};
 use netdiv_tests::python::python_for_official_tools;
-use netdiv_tests::submission::inference_checkout;
+use netdiv_tests::submission::{inference_checkout, SYSTEM_JSON};
 use netdiv_tests::sut_client::{
     grpc_collect, plain_query, signal_when_busy, Busy, ClientCert, NodeProcess,
 };
-use netdiv_tests::{loadgen_node_bin, test_dir, write_file, UserConf};
+use netdiv_tests::{
+    loadgen_node_bin, run_with_deadline, skip_unless_ci, test_dir, write_file, UserConf,
+};
 use qdl::samples::{synthetic::synthetic_sample, DType};
-use sut_node::backend::openai::OpenaiConfig;
+use sut_node::backend::openai::{OpenaiConfig, PromptCache};
 use sut_node::backend::BackendKind;
 use sut_node::config::FileConfig;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -657,5 +659,102 @@ fn a_node_refuses_to_start_without_its_engine_or_with_one_that_gives_no_token_id
             && text.contains("HTTP 404"),
         "{text}"
     );
+    Ok(())
+}
+
+#[test]
+fn llama_cpp_with_prompt_caching_forced_on_is_caught_at_start_and_refused_by_submission(
+) -> Result<()> {
+    let Some(files) = llama_cpp_files()? else {
+        return Ok(());
+    };
+    let Some(inference) = inference_checkout() else {
+        return skip_unless_ci("a mlcommons/inference checkout (NETDIV_INFERENCE_REPO)");
+    };
+    let dir = test_dir("llama-cpp-prompt-cache")?;
+    let engine = LlamaServer::start(&files, ENGINE_SLOTS)?;
+    // The same engine twice: once as the node asks for it (cache_prompt
+    // false), once with llama.cpp's own default (prompt caching on).
+    let off = engine_node(&dir, "cache-off", &node_config(8), &engine.url, &[])?;
+    let mut caching = node_config(8);
+    caching.openai.prompt_cache = PromptCache::EngineDefault;
+    let on = engine_node(&dir, "cache-on", &caching, &engine.url, &[])?;
+    let warned = on.stderr();
+    ensure!(
+        warned.contains("reuses cached prompts across queries"),
+        "the caching node started without a warning:\n{warned}"
+    );
+    ensure!(
+        !off.stderr().contains("reuses cached prompts"),
+        "the node that turned caching off was taken for a caching one:\n{}",
+        off.stderr()
+    );
+    // Submission mode refuses the caching node, before any run, naming
+    // it and the measured evidence; the other node is not named for it.
+    write_file(&dir, "system.json", SYSTEM_JSON)?;
+    write_file(&dir, "user.conf", "*.Offline.target_qps = 10\n")?;
+    let mut args: Vec<String> = [
+        "submission",
+        "--submitter",
+        "netdiv-ci",
+        "--system",
+        "lab",
+        "--system-json",
+        "system.json",
+        "--benchmark",
+        "llama2-70b-99.9",
+        "--round",
+        "v6.1",
+        "--user-conf",
+        "user.conf",
+        "--output",
+        "submission",
+        "--progress",
+        "never",
+        // Never reached: the refusal comes before any run.
+        "--accuracy-script",
+        "true {log}",
+    ]
+    .map(String::from)
+    .into();
+    args.extend([
+        "--inference".into(),
+        inference.display().to_string(),
+        "--python".into(),
+        python_for_official_tools()?.display().to_string(),
+    ]);
+    for node in [&off, &on] {
+        args.extend([
+            "--sut-node".into(),
+            format!("grpc://{}", node.grpc.context("gRPC address")?),
+        ]);
+    }
+    let err = std::fs::File::create(dir.join("submission.err"))?;
+    let exited = run_with_deadline(
+        std::process::Command::new(loadgen_node_official_bin()?)
+            .args(&args)
+            .current_dir(&dir)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(err),
+        Duration::from_secs(120),
+    )?;
+    let stderr = std::fs::read_to_string(dir.join("submission.err"))?;
+    ensure!(
+        !exited.timed_out && !exited.status.success(),
+        "the submission was not refused ({}):\n{stderr}",
+        exited.status
+    );
+    let caching_lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("reuses cached prompts across queries"))
+        .collect();
+    ensure!(
+        caching_lines.len() == 1
+            && caching_lines[0].contains("(cache-on)")
+            && caching_lines[0].contains("prefix cache: ON (a repeated 512-token prompt took"),
+        "the refusal does not name the caching node alone, with its evidence:\n{stderr}"
+    );
+    ensure!(stderr.contains("nothing was run"), "{stderr}");
     Ok(())
 }

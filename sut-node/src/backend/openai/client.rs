@@ -288,6 +288,8 @@ pub struct CacheCheck {
 /// Tokens of the cache check's prompts: enough that their prefill takes
 /// measurable time on any engine, few enough for any context.
 const CACHE_CHECK_TOKENS: u64 = 512;
+/// Repeated and fresh prompts timed at start (odd: a median).
+const CACHE_CHECK_ROUNDS: u64 = 3;
 
 /// A prompt of `CACHE_CHECK_TOKENS` ids below 100 (valid for any
 /// vocabulary) that no earlier request sent: its ids come from `seed`.
@@ -327,28 +329,41 @@ impl EngineClient {
     }
 
     /// Does the engine answer a repeated prompt from a cache? One prompt
-    /// twice (the first fills any cache), then a fresh one of the same
-    /// length: a repeat that comes back in under half the fresh one's time
-    /// to first token was not computed again.
+    /// is sent once to fill any cache, then [`CACHE_CHECK_ROUNDS`] times
+    /// again, each time beside a fresh prompt of the same length: when the
+    /// repeats' median time to first token is under half the fresh ones',
+    /// the repeats were not computed again. Medians, so that one slow
+    /// request (a cold start, a busy machine) does not decide.
     pub fn check_prompt_cache(&self) -> Result<CacheCheck, AnswerError> {
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(7, |d| d.as_nanos() as u64);
         let prompt = unseen_prompt(seed);
         self.time_to_first_token(&prompt)?;
-        let repeat = self.time_to_first_token(&prompt)?;
-        let fresh = self.time_to_first_token(&unseen_prompt(seed ^ 0x5555))?;
+        let mut repeats = Vec::new();
+        let mut fresh = Vec::new();
+        for round in 1..=CACHE_CHECK_ROUNDS {
+            repeats.push(self.time_to_first_token(&prompt)?);
+            fresh.push(self.time_to_first_token(&unseen_prompt(seed ^ round))?);
+        }
+        let (repeat, fresh) = (median(repeats), median(fresh));
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         Ok(CacheCheck {
             caches: answered_from_cache(repeat, fresh),
             evidence: format!(
                 "a repeated {CACHE_CHECK_TOKENS}-token prompt took {:.1} ms to its first token, \
-                 a fresh one {:.1} ms",
+                 a fresh one {:.1} ms (medians of {CACHE_CHECK_ROUNDS})",
                 ms(repeat),
                 ms(fresh)
             ),
         })
     }
+}
+
+/// The middle of an odd number of durations.
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
 }
 
 impl EngineClient {
