@@ -30,6 +30,7 @@ use netdiv_tests::{
     loadgen_node_bin, run_with_deadline, skip_unless_ci, test_dir, write_file, UserConf,
 };
 use qdl::samples::{synthetic::synthetic_sample, DType};
+use sut_node::backend::openai::client::START_REQUESTS;
 use sut_node::backend::openai::{OpenaiConfig, PromptCache};
 use sut_node::backend::BackendKind;
 use sut_node::config::FileConfig;
@@ -570,9 +571,11 @@ async fn requests_use_the_configured_http_version_on_reused_connections() -> Res
         } else {
             Version::HTTP_11
         };
-        // The probe at start, then one request per sample.
+        // The probe and the prompt-cache check at start, then one
+        // request per sample.
         ensure!(
-            versions.len() == SAMPLES as usize + 1 && versions.iter().all(|v| *v == wanted),
+            versions.len() == SAMPLES as usize + START_REQUESTS
+                && versions.iter().all(|v| *v == wanted),
             "http2 = {http2}: {versions:?}"
         );
         let most = if http2 { 1 } else { 5 };

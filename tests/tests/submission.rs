@@ -1248,6 +1248,13 @@ fn an_invalid_offline_run_stops_the_submission_or_marks_the_rehearsal() -> Resul
         Duration::from_secs(600),
     )?;
     assert!(!ok, "{stdout}\n{stderr}");
+    // The trial before the runs saw it coming.
+    let warned = stdout.find("warning: Offline: in a trial the nodes answered");
+    assert!(
+        warned.is_some_and(|at| stdout[at..].contains("would be INVALID"))
+            && warned < stdout.find("Offline performance: running"),
+        "no warning from the trial before the runs:\n{stdout}"
+    );
     assert!(
         stdout.contains("Offline performance: INVALID (")
             && stderr

@@ -25,6 +25,7 @@ pub mod rules;
 pub mod runs;
 pub mod system;
 pub mod tree;
+pub mod trial;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -217,7 +218,12 @@ fn preflight(args: &SubmissionArgs, plan: &RunPlan, scope: &Scope) -> Result<Che
             evidence: "no --diagram FILE was given".into(),
         }),
     }
-    for warning in &pre.warnings {
+    let mut warnings = pre.warnings;
+    let refused = !findings.is_empty() && !args.run.rehearsal;
+    if !refused && scope.scenarios.iter().any(|s| s == "Offline") {
+        warnings.extend(trial::offline_warning(plan));
+    }
+    for warning in &warnings {
         println!("warning: {warning}");
     }
     let reasons: Vec<String> = findings.iter().map(ToString::to_string).collect();

@@ -290,6 +290,10 @@ pub struct CacheCheck {
 const CACHE_CHECK_TOKENS: u64 = 512;
 /// Repeated and fresh prompts timed at start (odd: a median).
 const CACHE_CHECK_ROUNDS: u64 = 3;
+/// Requests a node sends its engine before it serves: the probe, then the
+/// prompt-cache check's first prompt and its rounds of a repeat and a
+/// fresh prompt.
+pub const START_REQUESTS: usize = 2 + 2 * CACHE_CHECK_ROUNDS as usize;
 
 /// A prompt of `CACHE_CHECK_TOKENS` ids below 100 (valid for any
 /// vocabulary) that no earlier request sent: its ids come from `seed`.
