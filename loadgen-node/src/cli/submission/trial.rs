@@ -127,8 +127,8 @@ pub fn offline_too_short(settings: &EffectiveSettings, trial: &Trial) -> Option<
     }
     Some(format!(
         "Offline: in a trial the nodes answered {} samples in {:.2} s ({rate:.1} samples/s); \
-         the Offline query of {} samples (target_qps {}) would last about {query_s:.0} s, under \
-         the {min_s:.0} s minimum duration, and the run would be INVALID: set \
+         the Offline query of {} samples (target_qps {}) would last about {query_s:.1} s, under \
+         the {min_s:.1} s minimum duration, and the run would be INVALID: set \
          *.Offline.target_qps to at least {:.0} in user.conf",
         trial.answered,
         trial.seconds,
@@ -195,7 +195,7 @@ mod tests {
         assert!(
             said.contains("1000.0 samples/s")
                 && said.contains("query of 66000 samples")
-                && said.contains("about 66 s, under the 600 s minimum")
+                && said.contains("about 66.0 s, under the 600.0 s minimum")
                 && said.contains("target_qps to at least 1100"),
             "{said}"
         );
