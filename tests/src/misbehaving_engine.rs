@@ -1,7 +1,11 @@
 //! A test-only serving engine that breaks its streams on purpose. It
 //! speaks llama.cpp's `/completion` (plus `/health` and `/v1/models`) and
 //! answers each prompt according to its first token id ([`Misbehaviour`]),
-//! so a test knows what every sample must get. Each connection is closed
+//! so a test knows what every sample must get. It also speaks vLLM's and
+//! TensorRT-LLM's `/v1/completions` and SGLang's `/generate`, answering
+//! well except for the prompts [`CUT_SHORT`] (an answer that ends with
+//! finish reason `cancelled`) and [`MISCOUNTED`] (SGLang counts one token
+//! more than it streams), and says the version it was started with. Each connection is closed
 //! after one answer (`Connection: close`), so a stream ends where the
 //! server stops writing. A prompt of the single id 1 (the node's probe at
 //! start) is always answered well.
@@ -84,6 +88,13 @@ impl Misbehaviour {
     }
 }
 
+/// A prompt starting with this id gets an answer that ends with finish
+/// reason `cancelled` (`/v1/completions`) or `abort` (`/generate`).
+pub const CUT_SHORT: u32 = 100_000;
+/// A prompt starting with this id gets an SGLang answer whose last event
+/// counts one completion token more than were streamed.
+pub const MISCOUNTED: u32 = 100_001;
+
 /// The engine, serving until dropped.
 pub struct MisbehavingEngine {
     /// Where it listens.
@@ -94,6 +105,23 @@ pub struct MisbehavingEngine {
 impl MisbehavingEngine {
     /// Starts it on a free port of 127.0.0.1.
     pub fn start() -> Result<MisbehavingEngine> {
+        Self::start_as(None)
+    }
+
+    /// Starts it saying `version` at `/version` and `/server_info` (none:
+    /// those answer 404).
+    pub fn start_as(version: Option<&str>) -> Result<MisbehavingEngine> {
+        Self::serving(version, true)
+    }
+
+    /// Starts it as a vLLM older than 0.10.2 would answer, with no version
+    /// to read: `/v1/completions` streams text without token ids.
+    pub fn start_text_only() -> Result<MisbehavingEngine> {
+        Self::serving(None, false)
+    }
+
+    fn serving(version: Option<&str>, token_ids: bool) -> Result<MisbehavingEngine> {
+        let version: Option<Arc<str>> = version.map(Arc::from);
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -104,8 +132,9 @@ impl MisbehavingEngine {
                     return;
                 }
                 if let Ok(stream) = stream {
+                    let version = version.clone();
                     std::thread::spawn(move || {
-                        let _ = serve(stream);
+                        let _ = serve(stream, version.as_deref(), token_ids);
                     });
                 }
             }
@@ -128,7 +157,7 @@ impl Drop for MisbehavingEngine {
 }
 
 /// One request, one answer, then close.
-fn serve(stream: TcpStream) -> Result<()> {
+fn serve(stream: TcpStream, version: Option<&str>, token_ids: bool) -> Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut request_line = String::new();
@@ -155,22 +184,104 @@ fn serve(stream: TcpStream) -> Result<()> {
         "/health" => respond_json(&mut out, 200, &json!({"status": "ok"})),
         "/v1/models" => respond_json(&mut out, 200, &json!({"data": [{"id": "misbehaving"}]})),
         "/props" => respond_json(&mut out, 200, &json!({"build_info": "test-only"})),
+        "/version" | "/server_info" if version.is_some() => {
+            respond_json(&mut out, 200, &json!({ "version": version }))
+        }
         "/completion" => {
             let request: Value = serde_json::from_slice(&body)?;
-            let prompt: Vec<u32> = request["prompt"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|v| v.as_u64())
-                        .map(|v| v as u32)
-                        .collect()
-                })
-                .unwrap_or_default();
+            let prompt = ids_of(&request["prompt"]);
             let asked = request["n_predict"].as_u64().unwrap_or(3) as u32;
             complete(&mut out, &prompt, asked)
         }
+        "/v1/completions" => {
+            let request: Value = serde_json::from_slice(&body)?;
+            let prompt = ids_of(&request["prompt"]);
+            let asked = request["max_tokens"].as_u64().unwrap_or(3) as u32;
+            openai_stream(&mut out, &prompt, asked, token_ids)
+        }
+        "/generate" => {
+            let request: Value = serde_json::from_slice(&body)?;
+            let prompt = ids_of(&request["input_ids"]);
+            let asked = request
+                .pointer("/sampling_params/max_new_tokens")
+                .and_then(Value::as_u64)
+                .unwrap_or(3) as u32;
+            sglang_stream(&mut out, &prompt, asked)
+        }
         _ => respond_json(&mut out, 404, &json!({"error": {"message": "not found"}})),
     }
+}
+
+/// A JSON array of token ids.
+fn ids_of(value: &Value) -> Vec<u32> {
+    value
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_u64())
+                .map(|v| v as u32)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn stream_head(out: &mut TcpStream) -> Result<()> {
+    write!(
+        out,
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+    )?;
+    Ok(())
+}
+
+/// vLLM's and TensorRT-LLM's stream: the new ids in each choice, a finish
+/// reason on the last, then `[DONE]` (text alone when `token_ids` is
+/// false).
+fn openai_stream(out: &mut TcpStream, prompt: &[u32], asked: u32, token_ids: bool) -> Result<()> {
+    let first = prompt.first().copied().unwrap_or(0);
+    let n = asked.min(3);
+    stream_head(out)?;
+    for k in 1..=n {
+        let reason = match (k == n, first) {
+            (false, _) => Value::Null,
+            (true, CUT_SHORT) => json!("cancelled"),
+            (true, _) => json!("length"),
+        };
+        let mut choice = json!({"text": "x", "finish_reason": reason});
+        if token_ids {
+            choice["token_ids"] = json!([first + k]);
+        }
+        event(out, &json!({ "choices": [choice] }).to_string())?;
+    }
+    event(out, "[DONE]")
+}
+
+/// SGLang's stream: every id so far in each event, `completion_tokens`
+/// counting them, a finish reason on the last.
+fn sglang_stream(out: &mut TcpStream, prompt: &[u32], asked: u32) -> Result<()> {
+    let first = prompt.first().copied().unwrap_or(0);
+    let n = asked.min(3);
+    stream_head(out)?;
+    let mut ids = Vec::new();
+    for k in 1..=n {
+        ids.push(first + k);
+        let last = k == n;
+        let reason = match (last, first) {
+            (false, _) => Value::Null,
+            (true, CUT_SHORT) => json!({"type": "abort"}),
+            (true, _) => json!({"type": "length"}),
+        };
+        let counted = if last && first == MISCOUNTED {
+            k + 1
+        } else {
+            k
+        };
+        let meta = json!({"completion_tokens": counted, "finish_reason": reason});
+        event(
+            out,
+            &json!({"output_ids": ids, "meta_info": meta}).to_string(),
+        )?;
+    }
+    event(out, "[DONE]")
 }
 
 fn respond_json(out: &mut TcpStream, status: u16, body: &Value) -> Result<()> {

@@ -18,13 +18,14 @@ use netdiv_tests::binaries::loadgen_node_official_bin;
 use netdiv_tests::configs::node_toml;
 use netdiv_tests::counting_engine::CountingEngine;
 use netdiv_tests::llama::{greedy_tokens, llama_cpp_files, LlamaFiles, LlamaServer};
-use netdiv_tests::misbehaving_engine::{MisbehavingEngine, Misbehaviour};
+use netdiv_tests::misbehaving_engine::{MisbehavingEngine, Misbehaviour, CUT_SHORT, MISCOUNTED};
 use netdiv_tests::mlperf_logs::detail_value;
 use netdiv_tests::network_run::{llama2_prompt_flags, loadgen, loadgen_with, Cluster, LoadgenRun};
 use netdiv_tests::python::python_for_official_tools;
 use netdiv_tests::submission::{inference_checkout, SYSTEM_JSON};
 use netdiv_tests::sut_client::{
-    grpc_collect, plain_query, signal_when_busy, Busy, ClientCert, NodeProcess,
+    grpc_client, grpc_collect, plain_query, signal_when_busy, versioned, Busy, ClientCert,
+    NodeProcess,
 };
 use netdiv_tests::{
     loadgen_node_bin, run_with_deadline, skip_unless_ci, test_dir, write_file, UserConf,
@@ -644,9 +645,8 @@ fn a_node_refuses_to_start_without_its_engine_or_with_one_that_gives_no_token_id
         text.contains("did not answer GET /health within 1 s"),
         "{text}"
     );
-    // An engine that answers text only: vLLM's API asked of llama.cpp's
-    // misbehaving double (its /v1/completions is not there).
-    let engine = MisbehavingEngine::start()?;
+    // An engine that answers text only, as vLLM before 0.10.2 does.
+    let engine = MisbehavingEngine::start_text_only()?;
     let e = engine_node(
         &dir,
         "wrong-api",
@@ -658,8 +658,7 @@ fn a_node_refuses_to_start_without_its_engine_or_with_one_that_gives_no_token_id
     .context("a node started with an engine that gives no token ids")?;
     let text = format!("{e:#}");
     ensure!(
-        text.contains("did not stream output token ids for a probe prompt")
-            && text.contains("HTTP 404"),
+        text.contains("did not stream output token ids for a probe prompt"),
         "{text}"
     );
     Ok(())
@@ -759,5 +758,103 @@ fn llama_cpp_with_prompt_caching_forced_on_is_caught_at_start_and_refused_by_sub
         "the refusal does not name the caching node alone, with its evidence:\n{stderr}"
     );
     ensure!(stderr.contains("nothing was run"), "{stderr}");
+    Ok(())
+}
+
+/// vLLM's, TensorRT-LLM's and SGLang's APIs against the test engine: an
+/// answer ends normally only on `stop` or `length`, SGLang's count of
+/// completion tokens must match the ids streamed, and the version the
+/// engine says (asked where each API says it) reaches the node's Info.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_engine_api_ends_answers_only_on_stop_or_length_and_counts_its_tokens() -> Result<()> {
+    let engine = MisbehavingEngine::start_as(Some("1.2.0"))?;
+    let dir = test_dir("engine-apis")?;
+    let cancelled = "the engine cut the answer short (finish reason \"cancelled\")";
+    let cases: [(&str, &[(u32, &str)]); 3] = [
+        ("vllm", &[(CUT_SHORT, cancelled)]),
+        ("trtllm", &[(CUT_SHORT, cancelled)]),
+        (
+            "sglang",
+            &[
+                (
+                    CUT_SHORT,
+                    "cut the answer short (finish reason {\"type\":\"abort\"})",
+                ),
+                (
+                    MISCOUNTED,
+                    "the engine counted 4 completion token(s) but streamed the ids of 3",
+                ),
+            ],
+        ),
+    ];
+    for (api, bad) in cases {
+        let node = engine_node(
+            &dir,
+            &format!("{api}-node"),
+            &node_config(8),
+            &engine.url(),
+            &["--engine-api", api],
+        )?;
+        let mut client = grpc_client(&node, ClientCert::None).await?;
+        let info = client
+            .info(versioned(pb::InfoRequest {}))
+            .await?
+            .into_inner();
+        ensure!(
+            info.backend_detail.contains(&format!("engine={api}"))
+                && info.backend_detail.contains("version=1.2.0"),
+            "{api}: {}",
+            info.backend_detail
+        );
+        let mut first_ids = vec![7];
+        first_ids.extend(bad.iter().map(|(id, _)| *id));
+        let inputs: Vec<Vec<u8>> = first_ids.iter().map(|&id| ids_bytes(&[id, 5])).collect();
+        let got = exchange(&node, vec![plain_query(1, 0, &inputs)], inputs.len()).await?;
+        let done = |i: usize| {
+            got.iter()
+                .find(|c| c.response_id == i as u64 && !c.first_token)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let good = done(0);
+        ensure!(
+            good.error.is_empty() && good.data[..] == ids_bytes(&[8, 9, 10])[..],
+            "{api}: the good answer: {good:?}"
+        );
+        for (i, (_, want)) in bad.iter().enumerate() {
+            let c = done(i + 1);
+            ensure!(
+                c.error.contains(want) && !c.retryable,
+                "{api}: sample {}: error {:?} does not say {want:?}",
+                i + 1,
+                c.error
+            );
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_node_refuses_an_engine_older_than_the_apis_minimum_version() -> Result<()> {
+    let dir = test_dir("engine-too-old")?;
+    for (api, version, minimum) in [("vllm", "0.9.2", "0.10.2"), ("trtllm", "0.21.0", "1.0")] {
+        let engine = MisbehavingEngine::start_as(Some(version))?;
+        let e = engine_node(
+            &dir,
+            &format!("old-{api}"),
+            &node_config(8),
+            &engine.url(),
+            &["--engine-api", api],
+        )
+        .err()
+        .with_context(|| format!("a node started in front of {api} {version}"))?;
+        let text = format!("{e:#}");
+        ensure!(
+            text.contains(&format!(
+                "is version {version}; the node needs {minimum} or later"
+            )),
+            "{text}"
+        );
+    }
     Ok(())
 }

@@ -63,6 +63,53 @@ impl EngineApi {
             EngineApi::Sglang => "/generate",
         }
     }
+
+    /// Where it says its version: vLLM and TensorRT-LLM `/version`, SGLang
+    /// `/server_info` (`/get_server_info` before it was renamed), llama.cpp
+    /// the build in `/props`.
+    pub fn version_paths(self) -> &'static [&'static str] {
+        match self {
+            EngineApi::LlamaCpp => &["/props"],
+            EngineApi::Vllm | EngineApi::Trtllm => &["/version"],
+            EngineApi::Sglang => &["/server_info", "/get_server_info"],
+        }
+    }
+
+    /// The oldest release that streams what the node needs, and why.
+    pub fn minimum_version(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            EngineApi::Vllm => Some((
+                "0.10.2",
+                "the first to stream token ids (return_token_ids, vllm-project/vllm#22587)",
+            )),
+            EngineApi::Trtllm => Some((
+                "1.0",
+                "the first to take detokenize: false (NVIDIA/TensorRT-LLM#5382)",
+            )),
+            EngineApi::LlamaCpp | EngineApi::Sglang => None,
+        }
+    }
+
+    /// The minimum and why, when `version` (as the engine says it) is
+    /// older; `None` when it is new enough or cannot be read.
+    pub fn too_old(self, version: &str) -> Option<(&'static str, &'static str)> {
+        let (minimum, why) = self.minimum_version()?;
+        (version_number(version)? < version_number(minimum)?).then_some((minimum, why))
+    }
+}
+
+/// `major.minor.patch` from the start of a version string ("v0.10.2rc1",
+/// "1.0.0+cu128"); missing parts are 0.
+fn version_number(text: &str) -> Option<(u64, u64, u64)> {
+    let text = text.trim().trim_start_matches('v');
+    let digits: &str = &text[..text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len())];
+    let mut parts = digits.split('.').filter(|p| !p.is_empty());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next().map_or(Some(0), |p| p.parse().ok())?;
+    let patch = parts.next().map_or(Some(0), |p| p.parse().ok())?;
+    Some((major, minor, patch))
 }
 
 /// The generation settings every request carries.
@@ -187,6 +234,17 @@ pub enum EventError {
     /// `[DONE]` before the answer's last event.
     #[error("the engine's stream ended ([DONE]) after {0} token(s) before its last event")]
     DoneEarly(usize),
+    /// The answer ended for a reason other than a stop or its length.
+    #[error("the engine cut the answer short (finish reason {0})")]
+    CutShort(String),
+    /// SGLang counted more (or fewer) completion tokens than it streamed.
+    #[error("the engine counted {counted} completion token(s) but streamed the ids of {streamed}")]
+    Miscounted {
+        /// Its `meta_info.completion_tokens`.
+        counted: u64,
+        /// Ids streamed.
+        streamed: usize,
+    },
     /// SGLang's cumulative ids that do not extend the ones before.
     #[error("the engine's cumulative output ids shrank from {before} to {now}")]
     Shrank {
@@ -205,6 +263,8 @@ pub struct StreamReader {
     received: usize,
     /// The last event was read ([DONE] may follow).
     ended: bool,
+    /// How SGLang's `output_ids` count, once an event has shown it.
+    sglang_ids: Option<SglangIds>,
 }
 
 impl StreamReader {
@@ -214,6 +274,7 @@ impl StreamReader {
             api,
             received: 0,
             ended: false,
+            sglang_ids: None,
         }
     }
 
@@ -250,15 +311,7 @@ impl StreamReader {
         let event = match self.api {
             EngineApi::LlamaCpp => self.llama_cpp_event(&value, data)?,
             EngineApi::Vllm | EngineApi::Trtllm => self.openai_event(&value, data)?,
-            EngineApi::Sglang => match self.sglang_event(&value, data)? {
-                SglangEvent::Cumulative(event) => event,
-                SglangEvent::Incremental(event) => {
-                    // Only the new ids: counted as they are.
-                    self.received += event.tokens.len();
-                    self.ended |= event.last;
-                    return Ok(event);
-                }
-            },
+            EngineApi::Sglang => self.sglang_event(&value, data)?,
         };
         self.received += event.tokens.len();
         if event.last {
@@ -268,12 +321,13 @@ impl StreamReader {
     }
 }
 
-/// An SGLang event, by how its `output_ids` count.
-enum SglangEvent {
+/// How SGLang's `output_ids` count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SglangIds {
     /// Every id so far (the default).
-    Cumulative(Event),
+    Cumulative,
     /// Only the new ones (`--incremental-streaming-output`).
-    Incremental(Event),
+    Incremental,
 }
 
 impl StreamReader {
@@ -305,10 +359,8 @@ impl StreamReader {
             return Ok(Event::default());
         }
         let finish = choice.get("finish_reason").filter(|r| !r.is_null());
-        if let Some(reason) = finish.filter(|r| r.as_str() == Some("abort")) {
-            return Err(EventError::Engine(format!(
-                "it aborted the answer ({reason})"
-            )));
+        if let Some(reason) = finish {
+            normal_end(reason.as_str().unwrap_or_default(), reason)?;
         }
         Ok(Event {
             tokens: ids(choice, "token_ids", self.api, data)?,
@@ -317,34 +369,72 @@ impl StreamReader {
     }
 
     /// SGLang's `/generate` event: `output_ids` are every id so far, or
-    /// only the new ones when `meta_info.completion_tokens` says so.
-    fn sglang_event(&self, value: &Value, data: &str) -> Result<SglangEvent, EventError> {
+    /// only the new ones. The mode is learned from an event before the
+    /// last one, whose `meta_info.completion_tokens` (always cumulative)
+    /// tells them apart; the last event's count is then checked against
+    /// what arrived, so it cannot also decide the mode.
+    fn sglang_event(&mut self, value: &Value, data: &str) -> Result<Event, EventError> {
         let all = ids(value, "output_ids", self.api, data)?;
         let finish = value
             .pointer("/meta_info/finish_reason")
             .filter(|r| !r.is_null());
-        if let Some(reason) = finish.filter(|r| r["type"] == "abort") {
-            return Err(EventError::Engine(format!(
-                "it aborted the answer ({reason})"
-            )));
+        if let Some(reason) = finish {
+            normal_end(reason["type"].as_str().unwrap_or_default(), reason)?;
         }
         let last = finish.is_some();
         let counted = value
             .pointer("/meta_info/completion_tokens")
             .and_then(Value::as_u64);
-        if counted.is_some_and(|n| n as usize != all.len()) {
-            return Ok(SglangEvent::Incremental(Event { tokens: all, last }));
+        let shown = counted.and_then(|n| {
+            if self.received == 0 {
+                None // the first event looks the same in both modes
+            } else if n as usize == all.len() {
+                Some(SglangIds::Cumulative)
+            } else if n as usize == self.received + all.len() {
+                Some(SglangIds::Incremental)
+            } else {
+                None
+            }
+        });
+        if !last {
+            self.sglang_ids = self.sglang_ids.or(shown);
         }
-        if all.len() < self.received {
-            return Err(EventError::Shrank {
-                before: self.received,
-                now: all.len(),
+        let mode = self
+            .sglang_ids
+            .or(shown)
+            .unwrap_or(if all.len() > self.received {
+                SglangIds::Cumulative
+            } else {
+                SglangIds::Incremental
             });
+        let tokens = match mode {
+            SglangIds::Incremental => all,
+            SglangIds::Cumulative if all.len() < self.received => {
+                return Err(EventError::Shrank {
+                    before: self.received,
+                    now: all.len(),
+                })
+            }
+            SglangIds::Cumulative => all[self.received..].to_vec(),
+        };
+        // At the end, every id the engine counted must have arrived.
+        let streamed = self.received + tokens.len();
+        match counted {
+            Some(counted) if last && counted != streamed as u64 => {
+                Err(EventError::Miscounted { counted, streamed })
+            }
+            _ => Ok(Event { tokens, last }),
         }
-        Ok(SglangEvent::Cumulative(Event {
-            tokens: all[self.received..].to_vec(),
-            last,
-        }))
+    }
+}
+
+/// An answer ends normally only when the engine stopped (a stop token or
+/// string) or reached its length; any other reason (`abort`, TensorRT-LLM's
+/// `cancelled` and `timeout`, ...) means it was cut short.
+fn normal_end(reason: &str, whole: &Value) -> Result<(), EventError> {
+    match reason {
+        "stop" | "length" => Ok(()),
+        _ => Err(EventError::CutShort(shorten(&whole.to_string()))),
     }
 }
 
@@ -454,6 +544,22 @@ mod tests {
     }
 
     #[test]
+    fn versions_older_than_the_minimum_are_named() {
+        assert_eq!(version_number("v0.10.2rc1"), Some((0, 10, 2)));
+        assert_eq!(version_number("1.0.0+cu128"), Some((1, 0, 0)));
+        assert_eq!(version_number("llama.cpp b1"), None);
+        assert!(EngineApi::Vllm.too_old("0.9.2").is_some());
+        assert!(EngineApi::Vllm.too_old("0.10.1.1").is_some());
+        assert!(EngineApi::Vllm.too_old("0.10.2").is_none());
+        assert!(EngineApi::Vllm.too_old("0.11.0").is_none());
+        assert!(EngineApi::Trtllm.too_old("0.21.0").is_some());
+        assert!(EngineApi::Trtllm.too_old("1.1.0rc2").is_none());
+        // Unreadable: the probe decides.
+        assert!(EngineApi::Vllm.too_old("dev").is_none());
+        assert!(EngineApi::Sglang.too_old("0.1.0").is_none());
+    }
+
+    #[test]
     fn vllm_events_end_with_a_finish_reason_then_done() {
         let mut r = StreamReader::new(EngineApi::Vllm);
         let e = r
@@ -480,7 +586,24 @@ mod tests {
         let e = StreamReader::new(EngineApi::Vllm)
             .read(r#"{"choices":[{"token_ids":[],"finish_reason":"abort"}]}"#)
             .unwrap_err();
-        assert!(e.to_string().contains("aborted the answer"), "{e}");
+        assert!(e.to_string().contains("cut the answer short"), "{e}");
+        // TensorRT-LLM's cancelled and timed-out answers are not complete.
+        for reason in ["cancelled", "timeout"] {
+            let e = StreamReader::new(EngineApi::Trtllm)
+                .read(&format!(
+                    r#"{{"choices":[{{"token_ids":[5],"finish_reason":"{reason}"}}]}}"#
+                ))
+                .unwrap_err();
+            assert!(
+                e.to_string().contains("cut the answer short") && e.to_string().contains(reason),
+                "{e}"
+            );
+        }
+        let mut r = StreamReader::new(EngineApi::Trtllm);
+        let e = r
+            .read(r#"{"choices":[{"token_ids":[5],"finish_reason":"stop"}]}"#)
+            .unwrap();
+        assert!(e.last);
         let e = StreamReader::new(EngineApi::Trtllm)
             .read(r#"{"object":"error","message":"bad request","code":400}"#)
             .unwrap_err();
@@ -526,7 +649,40 @@ mod tests {
         let e = StreamReader::new(EngineApi::Sglang)
             .read(r#"{"output_ids":[1],"meta_info":{"finish_reason":{"type":"abort"}}}"#)
             .unwrap_err();
-        assert!(e.to_string().contains("aborted the answer"), "{e}");
+        assert!(e.to_string().contains("cut the answer short"), "{e}");
+        // The last event's completion_tokens counts every id: one missing.
+        let mut r = StreamReader::new(EngineApi::Sglang);
+        r.read(r#"{"output_ids":[4],"meta_info":{"completion_tokens":1,"finish_reason":null}}"#)
+            .unwrap();
+        let e = r
+            .read(r#"{"output_ids":[7],"meta_info":{"completion_tokens":3,"finish_reason":{"type":"stop"}}}"#)
+            .unwrap_err();
+        assert_eq!(
+            e,
+            EventError::Miscounted {
+                counted: 3,
+                streamed: 2
+            }
+        );
+        // Cumulative ids, learned from the second event, counted one
+        // more at the last.
+        let mut r = StreamReader::new(EngineApi::Sglang);
+        for (ids, n) in [("[4]", 1), ("[4,5]", 2)] {
+            let event = format!(
+                r#"{{"output_ids":{ids},"meta_info":{{"completion_tokens":{n},"finish_reason":null}}}}"#
+            );
+            assert_eq!(r.read(&event).unwrap().tokens.len(), 1);
+        }
+        let e = r
+            .read(r#"{"output_ids":[4,5,6],"meta_info":{"completion_tokens":4,"finish_reason":{"type":"length"}}}"#)
+            .unwrap_err();
+        assert_eq!(
+            e,
+            EventError::Miscounted {
+                counted: 4,
+                streamed: 3
+            }
+        );
     }
 
     #[test]

@@ -233,21 +233,27 @@ impl EngineClient {
         })
     }
 
-    /// The engine's version: `/version` (vLLM, TensorRT-LLM), SGLang's
-    /// `/get_server_info`, else llama.cpp's build in `/props`.
+    /// The engine's version, asked where its API says it first
+    /// ([`EngineApi::version_paths`]), then at the others' places.
     async fn version(&self) -> Option<String> {
-        for path in ["/version", "/get_server_info"] {
-            if let Ok(v) = self.get_json(&format!("{}{path}", self.base)).await {
-                if let Some(version) = v.get("version").and_then(Value::as_str) {
-                    return Some(version.to_string());
-                }
+        let mut paths: Vec<&str> = self.api.version_paths().to_vec();
+        for path in ["/version", "/server_info", "/get_server_info", "/props"] {
+            if !paths.contains(&path) {
+                paths.push(path);
             }
         }
-        let props = self.get_json(&format!("{}/props", self.base)).await.ok()?;
-        props
-            .get("build_info")
-            .and_then(Value::as_str)
-            .map(|b| format!("llama.cpp {b}"))
+        for path in paths {
+            let Ok(v) = self.get_json(&format!("{}{path}", self.base)).await else {
+                continue;
+            };
+            if let Some(version) = v.get("version").and_then(Value::as_str) {
+                return Some(version.to_string());
+            }
+            if let Some(build) = v.get("build_info").and_then(Value::as_str) {
+                return Some(format!("llama.cpp {build}"));
+            }
+        }
+        None
     }
 
     /// Whether `/health` answers 200 now.

@@ -161,6 +161,20 @@ pub enum OpenaiError {
         /// What went wrong.
         error: AnswerError,
     },
+    /// The engine is older than the API's minimum version.
+    #[error("the engine at {url} (api = \"{api}\") is version {version}; the node needs {minimum} or later, {why}")]
+    TooOld {
+        /// The engine's address.
+        url: String,
+        /// The engine API configured.
+        api: &'static str,
+        /// The version it says.
+        version: String,
+        /// The oldest that works.
+        minimum: &'static str,
+        /// What that release added.
+        why: &'static str,
+    },
     /// The HTTP client could not be built.
     #[error("cannot build the HTTP client: {0}")]
     Client(String),
@@ -276,6 +290,17 @@ impl OpenaiBackend {
         };
         let mut client = EngineClient::new(&url, config.api, &config, generation)?;
         let identity = client.wait_ready(seconds(config.startup_timeout_s))?;
+        if let Some(version) = identity.version.as_deref() {
+            if let Some((minimum, why)) = config.api.too_old(version) {
+                return Err(OpenaiError::TooOld {
+                    url,
+                    api: config.api.name(),
+                    version: version.to_string(),
+                    minimum,
+                    why,
+                });
+            }
+        }
         let model = config.model.clone().unwrap_or(identity.model);
         client.set_model(&model);
         client.probe().map_err(|error| OpenaiError::Probe {
