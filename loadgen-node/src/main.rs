@@ -20,6 +20,7 @@ fn main() -> ExitCode {
         Command::Sysdesc(args) => cli::sysdesc::command(&args),
         Command::Accuracy(args) => cli::accuracy::command(&args),
         Command::Submission(args) => cli::submission::command(&args),
+        Command::Preflight(args) => cli::submission::preflight_command(&args),
         Command::Check(args) => cli::submission::checker::command(&args),
         Command::Audit(args) => cli::audit::command(&args),
         Command::Report(args) => cli::report::command(&args),

@@ -447,3 +447,49 @@ fn submission_without_the_official_loadgen_is_refused() {
         "{stderr}"
     );
 }
+
+#[test]
+fn user_conf_lines_that_apply_to_nothing_are_named_with_the_key_read() {
+    let tmp = temp_dir("unmatched");
+    let dir = tmp.path();
+    let conf = dir.join("user.conf");
+    // The checker's spelling of resnet50, a scenario in lower case, a
+    // setting that does not exist, and one line that applies.
+    std::fs::write(
+        &conf,
+        "resnet.Offline.target_qps = 100\n*.offline.min_duration = 100\n\
+         *.Offline.target_qsp = 5\n*.Offline.min_duration = 200\n",
+    )
+    .unwrap();
+    let out = loadgen(&[
+        "run",
+        "--sut",
+        "null",
+        "--benchmark",
+        "resnet50",
+        "--scenario",
+        "Offline",
+        "--user-conf",
+        conf.to_str().unwrap(),
+        "--total-sample-count",
+        "1024",
+        "--output",
+        dir.to_str().unwrap(),
+        "--progress",
+        "never",
+        "--no-report",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    for want in [
+        "user.conf:1: \"resnet.Offline.target_qps\" applies to no model: mlperf.conf calls \
+         resnet \"resnet50\", so the LoadGen ignores this line (write \
+         resnet50.Offline.target_qps)",
+        "user.conf:2: \"*.offline.min_duration\" names no scenario, so the LoadGen ignores \
+         this line (write Offline)",
+        "user.conf:3: \"*.Offline.target_qsp\" names no setting",
+    ] {
+        assert!(stderr.contains(want), "no {want:?} in:\n{stderr}");
+    }
+    assert!(!stderr.contains("user.conf:4"), "{stderr}");
+}

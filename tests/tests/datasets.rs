@@ -43,6 +43,16 @@ fn datasets() -> Result<(TestDir, Value)> {
 /// An AccuracyOnly Offline run of `benchmark` on `data` with the
 /// sut-node's synthetic backend in this process.
 fn accuracy_run(benchmark: &str, data: &Path, name: &str) -> Result<(TestDir, LoadgenRun)> {
+    accuracy_run_with(benchmark, data, name, &[])
+}
+
+/// [`accuracy_run`] with `extra` flags.
+fn accuracy_run_with(
+    benchmark: &str,
+    data: &Path,
+    name: &str,
+    extra: &[&str],
+) -> Result<(TestDir, LoadgenRun)> {
     let dir = test_dir(name)?;
     let flags: Vec<String> = [
         "--sut",
@@ -59,6 +69,7 @@ fn accuracy_run(benchmark: &str, data: &Path, name: &str) -> Result<(TestDir, Lo
     .iter()
     .map(|s| s.to_string())
     .chain([data.display().to_string()])
+    .chain(extra.iter().map(|s| s.to_string()))
     .collect();
     let run = loadgen(dir.path(), &flags, Duration::from_secs(300))?;
     Ok((dir, run))
@@ -206,4 +217,37 @@ fn files_that_are_not_the_benchmarks_data_are_refused_naming_why() -> Result<()>
         "{said}"
     );
     Ok(())
+}
+
+/// A folder of int64 `.npy` prompts (what `np.save` of Python ints
+/// writes) is refused, naming the file and the flag; with the flag each
+/// prompt reaches the node as the int32 ids it holds.
+#[test]
+fn int64_npy_prompts_are_refused_or_converted_with_the_flag() -> Result<()> {
+    let dir = test_dir("dataset-int64")?;
+    let prompts: Vec<Vec<i64>> = (0..6)
+        .map(|i| (0..5 + i).map(|k| 100 + 7 * i + k).collect())
+        .collect();
+    for (i, ids) in prompts.iter().enumerate() {
+        let bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_le_bytes()).collect();
+        qdl::samples::npy::write_npy(
+            &dir.join(format!("{i:02}.npy")),
+            qdl::samples::DType::I64,
+            &[ids.len()],
+            &bytes,
+        )?;
+    }
+    let said = refusal("llama2-70b", dir.path())?;
+    ensure!(
+        said.contains("00.npy holds int64 token ids") && said.contains("--npy-int64-as-int32"),
+        "{said}"
+    );
+    let (_d, run) = accuracy_run_with(
+        "llama2-70b",
+        dir.path(),
+        "dataset-int64-converted",
+        &["--npy-int64-as-int32"],
+    )?;
+    let expected = serde_json::json!({ "prompts": prompts });
+    check_prompts(&run, &expected, "prompts")
 }

@@ -378,6 +378,10 @@ fn embedded_default_runs_offline_and_server_through_two_local_nodes() -> Result<
         .current_dir(&dir)
         .env("NETDIV_SUT_NODE", netdiv_tests::sut_node_bin()?)
         .args([
+            // A global flag before the subcommand reaches the child runs
+            // too (it once broke their command lines).
+            "--log-level",
+            "info",
             "run",
             "--progress",
             "lines",

@@ -1249,7 +1249,7 @@ fn an_invalid_offline_run_stops_the_submission_or_marks_the_rehearsal() -> Resul
     )?;
     assert!(!ok, "{stdout}\n{stderr}");
     // The trial before the runs saw it coming.
-    let warned = stdout.find("warning: Offline: in a trial the nodes answered");
+    let warned = stdout.find("preflight: warn  Offline: in a trial the nodes answered");
     assert!(
         warned.is_some_and(|at| stdout[at..].contains("would be INVALID"))
             && warned < stdout.find("Offline performance: running"),

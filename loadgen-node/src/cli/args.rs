@@ -41,6 +41,15 @@ pub enum Command {
     /// `OUTPUT/network/SUBMITTER/...`; `--check` then runs the official
     /// submission checker on it. Takes the flags of `run` too.
     Submission(Box<SubmissionArgs>),
+    /// Check in seconds what a multi-hour submission needs, with the flags
+    /// of `submission`: the nodes answer (benchmark, backend, engine and
+    /// version), the data set loads, user.conf's lines apply, every
+    /// Network-division rule netdiv can check holds (separate machines,
+    /// real data path, backends and data, fabric, compression, bandwidth,
+    /// Offline floor, diagram), the scenario set, and a short Offline
+    /// trial. One line per check; fails on any the submission would refuse
+    /// or the checker reject.
+    Preflight(Box<SubmissionArgs>),
     /// Run the official submission checker of a mlcommons/inference
     /// checkout on a submission tree and print its verdict, errors grouped.
     Check(CheckArgs),
@@ -398,6 +407,11 @@ pub struct DataArgs {
     /// allows it: none or lz4.
     #[arg(long, value_name = "CODEC", default_value = "none")]
     pub sample_codec: netdiv_proto::codec::Codec,
+    /// A --data-dir folder of int64 .npy token ids (what np.save of Python
+    /// ints writes) is sent as int32, each value checked to fit; without
+    /// it such a folder is refused.
+    #[arg(long)]
+    pub npy_int64_as_int32: bool,
 }
 
 /// Where the sut-nodes are and how the QDL talks to them.

@@ -4,6 +4,13 @@
 //! names made absolute so a child may run in a folder of its own.
 
 use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, Result};
+
+/// Flags of the whole program (`--log-level`, `--log-format`): they may
+/// come before the subcommand, and a child takes them too.
+const GLOBAL_FLAGS: &[&str] = &["--log-level", "--log-format"];
 
 /// Flags of `run` that name files: made absolute for a child, which runs
 /// in its own folder.
@@ -61,4 +68,77 @@ pub fn run_flags(args: impl Iterator<Item = String>, drop: &[(&str, bool)]) -> V
         }
     }
     kept
+}
+
+/// `argv` (without the program) as a child sees it: the global flags
+/// given before `subcommand`, then everything after it.
+pub fn subcommand_args(argv: impl IntoIterator<Item = String>, subcommand: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut argv = argv.into_iter();
+    while let Some(arg) = argv.next() {
+        if arg == subcommand {
+            out.extend(argv);
+            break;
+        }
+        let flag = arg.split_once('=').map_or(arg.as_str(), |(f, _)| f);
+        if GLOBAL_FLAGS.contains(&flag) {
+            let takes_next = !arg.contains('=');
+            out.push(arg);
+            if takes_next {
+                out.extend(argv.next());
+            }
+        }
+    }
+    out
+}
+
+/// A child `loadgen-node run` with this process's flags (those of
+/// `subcommand` and the global ones wherever they were given), less
+/// `drop`, file names made absolute. The caller adds the child's own.
+pub fn run_command(subcommand: &str, drop: &[(&str, bool)]) -> Result<Command> {
+    let mut command = Command::new(std::env::current_exe().context("cannot find this program")?);
+    command.arg("run").args(run_flags(
+        subcommand_args(std::env::args().skip(1), subcommand).into_iter(),
+        drop,
+    ));
+    Ok(command)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn global_flags_before_the_subcommand_reach_the_child() {
+        let argv = strings(&[
+            "--log-level",
+            "debug",
+            "--log-format=json",
+            "submission",
+            "--benchmark",
+            "resnet50",
+            "--log-level",
+            "info",
+        ]);
+        assert_eq!(
+            subcommand_args(argv, "submission"),
+            strings(&[
+                "--log-level",
+                "debug",
+                "--log-format=json",
+                "--benchmark",
+                "resnet50",
+                "--log-level",
+                "info"
+            ])
+        );
+        assert_eq!(
+            subcommand_args(strings(&["run", "--scenario", "Offline"]), "run"),
+            strings(&["--scenario", "Offline"])
+        );
+    }
 }

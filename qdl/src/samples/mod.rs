@@ -7,6 +7,7 @@
 
 pub mod dataset;
 pub mod npy;
+pub mod npy_folder;
 pub mod synthetic;
 
 use std::path::{Path, PathBuf};
@@ -107,7 +108,25 @@ pub enum SampleSource {
         dir: PathBuf,
         /// Its `.npy` files, sorted by name.
         files: Vec<PathBuf>,
+        /// int64 files are sent as int32 (each value checked to fit):
+        /// token ids saved by a plain `np.save` of Python ints.
+        int64_as_int32: bool,
     },
+}
+
+/// Little-endian int64 elements as int32, each checked to fit.
+fn int64_to_int32(bytes: &[u8], path: &Path) -> Result<Vec<u8>, SampleError> {
+    let mut out = Vec::with_capacity(bytes.len() / 2);
+    for (element, chunk) in bytes.chunks_exact(8).enumerate() {
+        let value = i64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+        let narrow = i32::try_from(value).map_err(|_| SampleError::Int64OutOfRange {
+            path: path.to_path_buf(),
+            element,
+            value,
+        })?;
+        out.extend_from_slice(&narrow.to_le_bytes());
+    }
+    Ok(out)
 }
 
 /// Why samples could not be listed, read or found; each names the path or
@@ -151,6 +170,16 @@ pub enum SampleError {
         dtype: DType,
         /// The limit, in bytes.
         limit: usize,
+    },
+    /// An int64 value that int32 cannot hold, met while converting.
+    #[error("{}: element {element} is {value}, which does not fit int32", path.display())]
+    Int64OutOfRange {
+        /// The file.
+        path: PathBuf,
+        /// The element's index.
+        element: usize,
+        /// Its value.
+        value: i64,
     },
 }
 
@@ -231,6 +260,7 @@ impl SampleSource {
         Ok(SampleSource::NpyDir {
             dir: dir.to_path_buf(),
             files,
+            int64_as_int32: false,
         })
     }
 
@@ -287,12 +317,20 @@ impl SampleSource {
                 }
                 Ok(data.read(index)?.to_vec())
             }
-            SampleSource::NpyDir { files, .. } => {
+            SampleSource::NpyDir {
+                files,
+                int64_as_int32,
+                ..
+            } => {
                 let path = files.get(index).ok_or(SampleError::IndexOutOfRange {
                     index,
                     count: files.len(),
                 })?;
-                Ok(npy::read_npy(path)?.data)
+                let array = npy::read_npy(path)?;
+                if *int64_as_int32 && array.dtype == DType::I64 {
+                    return int64_to_int32(&array.data, path);
+                }
+                Ok(array.data)
             }
         }
     }
@@ -307,9 +345,14 @@ impl SampleSource {
             | SampleSource::Volumes { dtype, .. } => Some(*dtype),
             SampleSource::Dataset(data) if data.is_prompts() => Some(DType::I32),
             SampleSource::Dataset(_) => Some(DType::F32),
-            SampleSource::NpyDir { files, .. } => {
-                npy::read_npy_header(files.first()?).ok().map(|(d, _)| d)
-            }
+            SampleSource::NpyDir {
+                files,
+                int64_as_int32,
+                ..
+            } => match npy::read_npy_header(files.first()?).ok()?.0 {
+                DType::I64 if *int64_as_int32 => Some(DType::I32),
+                dtype => Some(dtype),
+            },
         }
     }
 
@@ -335,7 +378,7 @@ impl SampleSource {
                 profile.slices.min, profile.slices.max, profile.slice, profile.slices.mean
             ),
             SampleSource::Dataset(data) => data.describe(),
-            SampleSource::NpyDir { dir, files } => {
+            SampleSource::NpyDir { dir, files, .. } => {
                 let plural = if files.len() == 1 { "" } else { "s" };
                 format!("{} .npy file{plural} in {}", files.len(), dir.display())
             }

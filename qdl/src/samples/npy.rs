@@ -146,24 +146,36 @@ pub fn read_npy(path: &Path) -> Result<NpyArray, NpyError> {
     })
 }
 
-/// The element type and shape of a `.npy` file, from its header alone.
+/// The longest header [`read_npy_header`] reads (numpy writes a few hundred
+/// bytes; 16 MiB is a broken length, not a header).
+const MAX_HEADER: usize = 16 << 20;
+
+/// The element type and shape of a `.npy` file, from its header alone
+/// (the file's first bytes, not its payload).
 pub fn read_npy_header(path: &Path) -> Result<(DType, Vec<usize>), NpyError> {
     use std::io::Read;
     let io = |source| NpyError::Io {
         path: path.to_path_buf(),
         source,
     };
-    // A header is at most 64 KiB in versions 1.0; larger in 2.0 is rare.
-    let mut start = Vec::new();
-    fs::File::open(path)
-        .map_err(io)?
-        .take(1 << 20)
-        .read_to_end(&mut start)
-        .map_err(io)?;
-    let header = parse_header(&start).map_err(|source| NpyError::Format {
+    let format = |source| NpyError::Format {
         path: path.to_path_buf(),
         source,
-    })?;
+    };
+    let mut file = fs::File::open(path).map_err(io)?;
+    // Most headers fit in 4 KiB; a longer one says how long it is.
+    let mut start = Vec::new();
+    (&mut file).take(4096).read_to_end(&mut start).map_err(io)?;
+    let header = match parse_header(&start) {
+        Err(NpyFormatError::TruncatedHeader { needed, .. })
+            if needed > start.len() && needed <= MAX_HEADER =>
+        {
+            let more = (needed - start.len()) as u64;
+            file.take(more).read_to_end(&mut start).map_err(io)?;
+            parse_header(&start).map_err(format)?
+        }
+        other => other.map_err(format)?,
+    };
     Ok((header.dtype, header.shape))
 }
 

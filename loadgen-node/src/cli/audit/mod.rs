@@ -19,7 +19,6 @@ mod relay;
 mod steps;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
@@ -219,13 +218,8 @@ fn child_run(
 ) -> Result<()> {
     std::fs::create_dir_all(output)
         .with_context(|| format!("cannot create {}", output.display()))?;
-    let mut command = Command::new(std::env::current_exe().context("cannot find this program")?);
+    let mut command = super::child::run_command("audit", AUDIT_ONLY)?;
     command
-        .arg("run")
-        .args(super::child::run_flags(
-            std::env::args().skip(2),
-            AUDIT_ONLY,
-        ))
         .args(["--scenario", scenario, "--progress", "never"])
         .arg("--output")
         .arg(output)

@@ -143,10 +143,7 @@ fn official_in_child(
 ) -> Result<()> {
     std::fs::create_dir_all(output)
         .with_context(|| format!("cannot create {}", output.display()))?;
-    let mut command = Command::new(std::env::current_exe().context("cannot find this program")?);
-    command
-        .arg("run")
-        .args(passed_through(std::env::args().skip(2)));
+    let mut command = crate::cli::child::run_command("run", OWN)?;
     command
         .args(["--scenario", scenario.name()])
         .arg("--output")
@@ -170,15 +167,12 @@ fn official_in_child(
     Ok(())
 }
 
-/// The flags of this `run` without the ones a child gets its own value of.
-fn passed_through(args: impl Iterator<Item = String>) -> Vec<String> {
-    const OWN: &[(&str, bool)] = &[
-        ("--output", true),
-        ("--scenario", true),
-        ("--sut-node-bin", true),
-    ];
-    crate::cli::child::run_flags(args, OWN)
-}
+/// The flags of this `run` a child gets its own value of.
+const OWN: &[(&str, bool)] = &[
+    ("--output", true),
+    ("--scenario", true),
+    ("--sut-node-bin", true),
+];
 
 /// Starts the local nodes, runs the test(s) through the QDL, stops them.
 pub fn run_default(plan: &RunPlan) -> Result<()> {

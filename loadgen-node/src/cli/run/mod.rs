@@ -10,6 +10,7 @@
 //! * [`embedded`]: the embedded default (two local sut-nodes);
 //! * [`submission_mode`]: the rules a submission run keeps.
 
+pub mod conf_keys;
 pub mod embedded;
 pub mod engines;
 pub mod metrics;
@@ -34,6 +35,9 @@ use plan::{RunPlan, Target};
 /// one test against `--sut` or the `--sut-node`s.
 pub fn command(args: &RunArgs) -> Result<()> {
     let plan = RunPlan::from_args(args)?;
+    for warning in plan.conf_warnings()? {
+        tracing::warn!("{warning}");
+    }
     let _cpu_latency = sut_node::cpu_latency::hold_requested(plan.cpu_latency_us)?;
     let scenario = match (&plan.target, plan.scenario) {
         (Target::Embedded { .. }, _) => return embedded::run_default(&plan),

@@ -83,6 +83,8 @@ pub struct SamplesPlan {
     pub dtype: Option<DType>,
     /// The codec samples are stored and sent in.
     pub codec: Codec,
+    /// `--npy-int64-as-int32`: int64 `.npy` prompts are sent as int32.
+    pub int64_as_int32: bool,
     /// `--total-sample-count` and `--performance-sample-count`.
     pub total: Option<usize>,
     pub performance: Option<usize>,
@@ -179,6 +181,7 @@ impl RunPlan {
                 shape: args.data.sample_shape.clone(),
                 dtype: args.data.sample_dtype,
                 codec: args.data.sample_codec,
+                int64_as_int32: args.data.npy_int64_as_int32,
                 total: args.total_sample_count,
                 performance: args.performance_sample_count,
             },
@@ -284,13 +287,7 @@ impl RunPlan {
             scenario,
             ..TestSettings::default()
         };
-        let mlperf = match &self.configs.mlperf {
-            Some(path) => ConfigFile::load(path)?,
-            None => ConfigFile::parse(
-                self.round.mlperf_conf(),
-                &format!("embedded mlperf.conf of round {}", self.round),
-            )?,
-        };
+        let mlperf = self.mlperf_conf()?;
         let user = match (&self.configs.user, embedded_user_conf) {
             (Some(path), _) => Some(ConfigFile::load(path)?),
             (None, Some(text)) => Some(ConfigFile::parse(text, "embedded default user.conf")?),
@@ -301,15 +298,39 @@ impl RunPlan {
             (user.as_ref(), ConfKind::User),
         ] {
             let Some(cfg) = cfg else { continue };
-            for (line, key) in &cfg.unknown_keys {
-                tracing::warn!("{}:{line}: {key:?} names no setting; ignored", cfg.origin());
-            }
             apply_config(&mut settings, cfg, &self.model, scenario, kind)?;
         }
         if let Some(mode) = self.configs.mode {
             settings.mode = mode;
         }
         Ok(settings)
+    }
+
+    /// The mlperf.conf the run reads: `--mlperf-conf`, else the round's.
+    fn mlperf_conf(&self) -> Result<ConfigFile> {
+        Ok(match &self.configs.mlperf {
+            Some(path) => ConfigFile::load(path)?,
+            None => ConfigFile::parse(
+                self.round.mlperf_conf(),
+                &format!("embedded mlperf.conf of round {}", self.round),
+            )?,
+        })
+    }
+
+    /// The lines of user.conf (and setting names of mlperf.conf) the
+    /// LoadGen would skip without a word ([`super::conf_keys`]).
+    pub fn conf_warnings(&self) -> Result<Vec<String>> {
+        let mlperf = self.mlperf_conf()?;
+        let mut warnings: Vec<String> = mlperf
+            .unknown_keys
+            .iter()
+            .map(|(line, key)| format!("{}:{line}: {key:?} names no setting", mlperf.origin()))
+            .collect();
+        if let Some(path) = &self.configs.user {
+            let user = ConfigFile::load(path)?;
+            warnings.extend(super::conf_keys::unmatched(&user, &mlperf));
+        }
+        Ok(warnings)
     }
 
     /// Total and performance sample counts: the flags, else the data
@@ -367,8 +388,18 @@ impl RunPlan {
     /// The data at `--data-dir PATH`, checked to be this benchmark's kind
     /// of sample (token-id prompts for an LLM, volumes for 3D-UNet).
     fn dataset(&self, path: &std::path::Path) -> Result<SampleSource> {
-        let source = SampleSource::from_path(path)
+        let mut source = SampleSource::from_path(path)
             .with_context(|| format!("--data-dir {}", path.display()))?;
+        if let SampleSource::NpyDir {
+            files,
+            int64_as_int32,
+            ..
+        } = &mut source
+        {
+            *int64_as_int32 = self.samples.int64_as_int32;
+            qdl::samples::npy_folder::check(files, &self.benchmark, *int64_as_int32)
+                .with_context(|| format!("--data-dir {}", path.display()))?;
+        }
         if let SampleSource::Dataset(data) = &source {
             let wants_prompts = self.benchmark.prompt_tokens().is_some();
             let wants_volumes = self.benchmark.volumes().is_some();

@@ -37,7 +37,6 @@ use netdiv_proto::Benchmark;
 use super::args::SubmissionArgs;
 use super::run::plan::RunPlan;
 use accuracy::AccuracySource;
-use rules::Finding;
 use runs::ScenarioRuns;
 use tree::Tree;
 
@@ -106,6 +105,23 @@ fn scope(args: &SubmissionArgs, plan: &RunPlan) -> Result<Scope> {
     })
 }
 
+/// The plan and scope of the flags, every run flag checked as a
+/// submission run reads it.
+fn setup(args: &SubmissionArgs) -> Result<(RunPlan, Scope)> {
+    let run = &args.run;
+    if run.network.sut_node.is_empty() {
+        bail!("submission needs the sut-nodes: --sut-node URL (repeat for each)");
+    }
+    let mut plan = RunPlan::from_args(run)?;
+    plan.submission_mode = true;
+    super::run::submission_mode::check_plan(&plan)?;
+    let scope = scope(args, &plan)?;
+    if let Some(path) = args.diagram.as_deref().filter(|p| !p.is_file()) {
+        bail!("--diagram {}: no such file", path.display());
+    }
+    Ok((plan, scope))
+}
+
 /// Runs the whole submission.
 pub fn command(args: &SubmissionArgs) -> Result<()> {
     if !cfg!(feature = "official") {
@@ -116,14 +132,7 @@ pub fn command(args: &SubmissionArgs) -> Result<()> {
         );
     }
     let run = &args.run;
-    if run.network.sut_node.is_empty() {
-        bail!("submission needs the sut-nodes: --sut-node URL (repeat for each)");
-    }
-    // Every run flag checked before any run, as a submission run reads it.
-    let mut plan = RunPlan::from_args(run)?;
-    plan.submission_mode = true;
-    super::run::submission_mode::check_plan(&plan)?;
-    let scope = scope(args, &plan)?;
+    let (plan, scope) = setup(args)?;
     let inference = checkout(args)?;
     let accuracy = AccuracySource::from_flags(
         args.accuracy_script.as_deref(),
@@ -190,6 +199,39 @@ pub fn command(args: &SubmissionArgs) -> Result<()> {
     finish(args, &tree, &scope, &inference, &checked.nodes, &reasons)
 }
 
+/// `loadgen-node preflight`: the submission's checks alone, one line per
+/// check, failing on any that would make the submission refuse or the
+/// checker reject it.
+pub fn preflight_command(args: &SubmissionArgs) -> Result<()> {
+    let (plan, scope) = setup(args)?;
+    let scenario_set =
+        preflight::check_scenario_set(scope.entry, scope.round.name(), &scope.scenarios, &[]);
+    let pre = checks(args, &plan, &scope, true)?;
+    println!(
+        "Preflight of {} ({}) for round {}, scenarios {}:",
+        scope.entry.model,
+        scope.benchmark,
+        scope.round,
+        scope.scenarios.join(", ")
+    );
+    match &scenario_set {
+        Ok(()) => println!("  ok    the scenarios are those the round's checker requires"),
+        Err(e) => println!("  FAIL  {e:#}"),
+    }
+    for line in pre.lines() {
+        println!("  {line}");
+    }
+    let failed = pre.errors.len() + pre.findings.len() + usize::from(scenario_set.is_err());
+    if failed > 0 {
+        bail!(
+            "preflight: {failed} check(s) failed: `submission` would refuse this (or the \
+             checker reject it)"
+        );
+    }
+    println!("preflight: every check held");
+    Ok(())
+}
+
 /// The preflight's verdict: the nodes, and the reasons a rehearsal
 /// carries (empty for a true result).
 struct Checked {
@@ -197,36 +239,50 @@ struct Checked {
     reasons: Vec<String>,
 }
 
+/// The checks of [`preflight::run`] for these flags, with the Offline
+/// trial when `trial` (a submission that will be refused skips it).
+fn checks(
+    args: &SubmissionArgs,
+    plan: &RunPlan,
+    scope: &Scope,
+    trial: bool,
+) -> Result<preflight::Preflight> {
+    let user = system::read_user_fields(&args.system_json)?;
+    let mut pre = preflight::run(
+        plan,
+        &preflight::Inputs {
+            entry: scope.entry,
+            scenarios: &scope.scenarios,
+            system: &user,
+            compression_approved: args.compression_approved.as_deref(),
+            diagram: args.diagram.as_deref(),
+        },
+    )?;
+    if trial && scope.scenarios.iter().any(|s| s == "Offline") {
+        pre.warnings.extend(trial::offline_warning(plan));
+    }
+    Ok(pre)
+}
+
 /// Runs the checks before any run: refuses with every reason at once, or
 /// for a rehearsal says them and returns them.
 fn preflight(args: &SubmissionArgs, plan: &RunPlan, scope: &Scope) -> Result<Checked> {
-    let user = system::read_user_fields(&args.system_json)?;
-    let pre = preflight::run(
-        plan,
-        scope.entry,
-        &scope.scenarios,
-        &user,
-        args.compression_approved.as_deref(),
-    )?;
-    let mut findings = pre.findings;
-    match &args.diagram {
-        Some(path) if !path.is_file() => bail!("--diagram {}: no such file", path.display()),
-        Some(_) => {}
-        None => findings.push(Finding {
-            rule: "the submission includes a system diagram of how the LoadGen node and the \
-                   SUT nodes connect",
-            evidence: "no --diagram FILE was given".into(),
-        }),
-    }
-    let mut warnings = pre.warnings;
-    let refused = !findings.is_empty() && !args.run.rehearsal;
+    let mut pre = checks(args, plan, scope, false)?;
+    let refused = !pre.errors.is_empty() || (!pre.findings.is_empty() && !args.run.rehearsal);
+    // The trial costs seconds of the nodes' time: only for a run that goes on.
     if !refused && scope.scenarios.iter().any(|s| s == "Offline") {
-        warnings.extend(trial::offline_warning(plan));
+        pre.warnings.extend(trial::offline_warning(plan));
     }
-    for warning in &warnings {
-        println!("warning: {warning}");
+    for line in pre.lines() {
+        println!("preflight: {line}");
     }
-    let reasons: Vec<String> = findings.iter().map(ToString::to_string).collect();
+    if !pre.errors.is_empty() {
+        bail!(
+            "the preflight failed; nothing was run:\n  {}",
+            pre.errors.join("\n  ")
+        );
+    }
+    let reasons: Vec<String> = pre.findings.iter().map(ToString::to_string).collect();
     if !reasons.is_empty() && !args.run.rehearsal {
         bail!(
             "this submission would not be a Network-division result; nothing was run:\n  {}\n\

@@ -23,8 +23,31 @@ pub struct Preflight {
     pub nodes: Vec<(String, pb::NodeInfo)>,
     /// Rules the submission would break: refused unless a rehearsal.
     pub findings: Vec<Finding>,
+    /// What no run can get past (a node serving another benchmark, a
+    /// data set that does not load): refused, rehearsal or not.
+    pub errors: Vec<String>,
     /// Settings worth a second look (not refusals).
     pub warnings: Vec<String>,
+    /// What was checked and held, with what shows it, for the report.
+    pub held: Vec<String>,
+}
+
+impl Preflight {
+    /// One line per check: `ok`, `FAIL` (an error or a rule broken) or
+    /// `warn`, every rule of [`rules::ALL`] named whether it held or not.
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self.held.iter().map(|h| format!("ok    {h}")).collect();
+        lines.extend(self.errors.iter().map(|e| format!("FAIL  {e}")));
+        for rule in rules::ALL {
+            let broken: Vec<&Finding> = self.findings.iter().filter(|f| f.rule == rule).collect();
+            if broken.is_empty() {
+                lines.push(format!("ok    {rule}"));
+            }
+            lines.extend(broken.iter().map(|f| format!("FAIL  {f}")));
+        }
+        lines.extend(self.warnings.iter().map(|w| format!("warn  {w}")));
+        lines
+    }
 }
 
 /// The scenarios as the run plan names them (`Interactive` runs Server).
@@ -60,14 +83,18 @@ pub fn check_scenario_set(
     Ok(())
 }
 
+/// What the checks read besides the plan.
+pub struct Inputs<'a> {
+    pub entry: &'a SuiteEntry,
+    pub scenarios: &'a [String],
+    /// The system description's fields a person wrote.
+    pub system: &'a Map<String, Value>,
+    pub compression_approved: Option<&'a str>,
+    pub diagram: Option<&'a Path>,
+}
+
 /// Everything `submission` checks before its first run.
-pub fn run(
-    plan: &RunPlan,
-    entry: &SuiteEntry,
-    scenarios: &[String],
-    system: &Map<String, Value>,
-    compression_approved: Option<&str>,
-) -> Result<Preflight> {
+pub fn run(plan: &RunPlan, inputs: &Inputs<'_>) -> Result<Preflight> {
     let urls: Vec<NodeUrl> = match &plan.target {
         crate::cli::run::plan::Target::Network { nodes } => nodes.clone(),
         _ => bail!("submission needs the sut-nodes: --sut-node URL (repeat for each)"),
@@ -75,38 +102,40 @@ pub fn run(
     let config = plan.qdl.config(urls, &plan.benchmark)?;
     let urls = config.nodes.clone();
     let nodes = qdl::describe_nodes(&config)?;
+    let mut held = vec![nodes_answer(&nodes)];
+    let mut errors = serving(plan, &nodes);
     let addresses = data_path::node_addresses(&urls);
-    let links: Vec<Option<(String, sut_node::nic::Link)>> = addresses
-        .iter()
-        .map(|a| {
-            let name = a.and_then(data_path::route_interface)?;
-            let link = sut_node::nic::resolve_link(Path::new("/sys/class/net"), &name);
-            Some((name, link))
-        })
-        .collect();
     let facts: Vec<NodeFacts<'_>> = urls
         .iter()
         .zip(&nodes)
         .zip(&addresses)
-        .zip(links)
-        .map(|(((url, (_, info)), address), link)| NodeFacts {
+        .map(|((url, (_, info)), address)| NodeFacts {
             url,
             info,
             address: *address,
-            loadgen_link: link,
+            loadgen_link: address.and_then(|a| {
+                let name = data_path::route_interface(a)?;
+                let link = sut_node::nic::resolve_link(Path::new("/sys/class/net"), &name);
+                Some((name, link))
+            }),
         })
         .collect();
     let qsl = plan.qsl()?;
+    match data_loads(qsl.store.source()) {
+        Ok(loaded) => held.push(loaded),
+        Err(e) => errors.push(e),
+    }
     let mut findings = rules::separate_machines(&sut_node::nic::host(), &facts);
     findings.extend(rules::real_data_path(&facts));
     findings.extend(rules::real_backends(&facts));
     findings.extend(rules::real_data(qsl.store.source()));
-    findings.extend(rules::permitted_fabric(system));
+    findings.extend(rules::permitted_fabric(inputs.system));
     findings.extend(rules::approved_compression(
         plan.samples.codec,
         &facts,
-        compression_approved,
+        inputs.compression_approved,
     ));
+    findings.extend(rules::diagram(inputs.diagram));
     let paths: Vec<_> = nodes
         .iter()
         .zip(&addresses)
@@ -114,14 +143,14 @@ pub fn run(
         .collect();
     let rate = data_path::loadgen_rate_bytes_per_s(&paths);
     let (total, performance) = plan.counts(qsl.store.source().count())?;
-    let mut warnings = Vec::new();
-    for scenario in scenarios {
+    let mut warnings = plan.conf_warnings()?;
+    for scenario in inputs.scenarios {
         let settings = plan.settings(loadgen_scenario(scenario), None)?;
         let effective = EffectiveSettings::new(&settings, performance as u64, total as u64);
         if scenario == "Offline" {
-            let floor = entry.offline_min_samples_per_query();
+            let floor = inputs.entry.offline_min_samples_per_query();
             findings.extend(rules::offline_floor(
-                entry.model,
+                inputs.entry.model,
                 effective.samples_per_query,
                 floor,
             ));
@@ -132,8 +161,79 @@ pub fn run(
     Ok(Preflight {
         nodes,
         findings,
+        errors,
         warnings,
+        held,
     })
+}
+
+/// Every node answered Info: their names, backends and software.
+fn nodes_answer(nodes: &[(String, pb::NodeInfo)]) -> String {
+    let each: Vec<String> = nodes
+        .iter()
+        .map(|(url, info)| {
+            let engine = info
+                .backend_detail
+                .split_whitespace()
+                .filter(|w| w.starts_with("engine=") || w.starts_with("version="))
+                .collect::<Vec<_>>()
+                .join(" ");
+            format!(
+                "{} at {url}: {} backend{}{}, netdiv {}",
+                info.name,
+                info.backend,
+                if engine.is_empty() { "" } else { " " },
+                engine,
+                info.software_version
+            )
+        })
+        .collect();
+    format!("{} node(s) answer: {}", nodes.len(), each.join("; "))
+}
+
+/// Nodes that serve another benchmark or refuse the samples' codec.
+fn serving(plan: &RunPlan, nodes: &[(String, pb::NodeInfo)]) -> Vec<String> {
+    let codec = plan.samples.codec;
+    nodes
+        .iter()
+        .filter_map(|(url, info)| {
+            let same = netdiv_proto::Benchmark::parse(&info.benchmark)
+                .is_ok_and(|b| b.same_benchmark(&plan.benchmark));
+            if !same {
+                return Some(format!(
+                    "node {url} ({}) serves {:?}, not {}",
+                    info.name, info.benchmark, plan.benchmark
+                ));
+            }
+            (!info.codecs.contains(&(codec.to_proto() as i32))).then(|| {
+                format!(
+                    "node {url} ({}) does not accept samples in {}",
+                    info.name,
+                    codec.name()
+                )
+            })
+        })
+        .collect()
+}
+
+/// The first and last samples of the data set load: what they are.
+fn data_loads(source: &qdl::samples::SampleSource) -> Result<String, String> {
+    let Some(count) = source.count() else {
+        return Ok(format!("the samples are {}", source.describe()));
+    };
+    for index in [0, count.saturating_sub(1)] {
+        source
+            .read(index)
+            .map_err(|e| format!("the data set does not load: sample {index}: {e}"))?;
+    }
+    Ok(format!(
+        "the data set loads: {} ({} samples, {})",
+        source.describe(),
+        count,
+        source
+            .element_type()
+            .map_or("element type unknown", |d| d.name())
+    ))
 }
 
 /// The rules' bandwidth at the scenario's target throughput, with the

@@ -35,6 +35,39 @@ fn finding(rule: &'static str, evidence: String) -> Finding {
     Finding { rule, evidence }
 }
 
+pub const SEPARATE: &str = "the SUT and the QDL run on physically separate systems";
+pub const FABRIC: &str = "queries travel over a network fabric (wireless, copper or fiber), not \
+                          a machine's virtual interfaces";
+pub const REAL_SUT: &str = "the SUT runs the benchmark's model (Closed-division equivalence)";
+pub const NO_RESPONSE_CACHE: &str = "the SUT caches no queries or responses";
+pub const NO_PREFIX_CACHE: &str = "the SUT caches nothing derived from earlier queries";
+pub const REAL_DATA: &str = "the QSL holds the benchmark's validation data set";
+pub const FABRIC_TYPE: &str =
+    "the fabric is Ethernet, IEEE 802.11, InfiniBand or 3GPP (others need the WG's clearance)";
+pub const MEDIUM: &str = "the fabric's medium is wireless, copper or fiber";
+pub const COMPRESSION: &str = "a compression scheme on the wire is approved by the working group \
+                               (--compression-approved names the approval)";
+pub const OFFLINE_FLOOR: &str = "an Offline query holds at least the benchmark's minimum samples";
+pub const BANDWIDTH: &str = "the data path carries the rules' minimum ingress and egress bandwidth";
+pub const DIAGRAM: &str = "the submission includes a system diagram of how the LoadGen node and \
+                           the SUT nodes connect";
+
+/// Every rule, in the order a preflight reports them.
+pub const ALL: [&str; 12] = [
+    SEPARATE,
+    FABRIC,
+    REAL_SUT,
+    NO_RESPONSE_CACHE,
+    NO_PREFIX_CACHE,
+    REAL_DATA,
+    FABRIC_TYPE,
+    MEDIUM,
+    COMPRESSION,
+    OFFLINE_FLOOR,
+    BANDWIDTH,
+    DIAGRAM,
+];
+
 /// One node as the checks see it.
 pub struct NodeFacts<'a> {
     pub url: &'a NodeUrl,
@@ -44,8 +77,6 @@ pub struct NodeFacts<'a> {
     /// This LoadGen node's interface towards it, resolved.
     pub loadgen_link: Option<(String, Link)>,
 }
-
-const SEPARATE: &str = "the SUT and the QDL run on physically separate systems";
 
 /// No node on the LoadGen node's machine, nor two nodes on one machine.
 pub fn separate_machines(own: &pb::HostIdentity, nodes: &[NodeFacts<'_>]) -> Vec<Finding> {
@@ -92,9 +123,6 @@ pub fn separate_machines(own: &pb::HostIdentity, nodes: &[NodeFacts<'_>]) -> Vec
     }
     found
 }
-
-const FABRIC: &str = "queries travel over a network fabric (wireless, copper or fiber), not a \
-                      machine's virtual interfaces";
 
 /// Both ends of each node's data path backed by a device.
 pub fn real_data_path(nodes: &[NodeFacts<'_>]) -> Vec<Finding> {
@@ -169,8 +197,6 @@ fn lower_text(lower: &[String]) -> String {
     }
 }
 
-const REAL_SUT: &str = "the SUT runs the benchmark's model (Closed-division equivalence)";
-
 /// No node on a synthetic, test-only or caching backend.
 pub fn real_backends(nodes: &[NodeFacts<'_>]) -> Vec<Finding> {
     let mut found = Vec::new();
@@ -188,7 +214,7 @@ pub fn real_backends(nodes: &[NodeFacts<'_>]) -> Vec<Finding> {
         }
         if detail.contains("TEST-ONLY") {
             found.push(finding(
-                "the SUT caches no queries or responses",
+                NO_RESPONSE_CACHE,
                 format!(
                     "node {} ({}) runs a test-only backend: {detail}",
                     n.url, n.info.name
@@ -197,7 +223,7 @@ pub fn real_backends(nodes: &[NodeFacts<'_>]) -> Vec<Finding> {
         }
         if detail.contains("prefix cache: ON") {
             found.push(finding(
-                "the SUT caches nothing derived from earlier queries",
+                NO_PREFIX_CACHE,
                 format!(
                     "node {} ({}): its serving engine reuses cached prompts across queries: \
                      {detail}",
@@ -215,7 +241,7 @@ pub fn real_data(source: &qdl::samples::SampleSource) -> Option<Finding> {
     match source {
         SampleSource::Dataset(_) | SampleSource::NpyDir { .. } => None,
         other => Some(finding(
-            "the QSL holds the benchmark's validation data set",
+            REAL_DATA,
             format!(
                 "the samples are {} (give the data set with --data-dir)",
                 other.describe()
@@ -238,21 +264,14 @@ pub fn permitted_fabric(system: &serde_json::Map<String, serde_json::Value>) -> 
         .iter()
         .any(|p| fabric.eq_ignore_ascii_case(p))
     {
-        found.push(finding(
-            "the fabric is Ethernet, IEEE 802.11, InfiniBand or 3GPP (others need the WG's \
-             clearance)",
-            format!("network_type is {fabric:?}"),
-        ));
+        found.push(finding(FABRIC_TYPE, format!("network_type is {fabric:?}")));
     }
     let media = text("network_media");
     if !PERMITTED_MEDIA
         .iter()
         .any(|p| media.eq_ignore_ascii_case(p))
     {
-        found.push(finding(
-            "the fabric's medium is wireless, copper or fiber",
-            format!("network_media is {media:?}"),
-        ));
+        found.push(finding(MEDIUM, format!("network_media is {media:?}")));
     }
     found
 }
@@ -266,8 +285,7 @@ pub fn approved_compression(
     if approval.is_some_and(|a| !a.trim().is_empty()) {
         return Vec::new();
     }
-    let rule = "a compression scheme on the wire is approved by the working group \
-                (--compression-approved names the approval)";
+    let rule = COMPRESSION;
     let mut found = Vec::new();
     if sample_codec != Codec::None {
         found.push(finding(
@@ -292,7 +310,7 @@ pub fn approved_compression(
 pub fn offline_floor(model: &str, samples_per_query: u64, floor: u64) -> Option<Finding> {
     (samples_per_query < floor).then(|| {
         finding(
-            "an Offline query holds at least the benchmark's minimum samples",
+            OFFLINE_FLOOR,
             format!(
                 "the Offline query of {model} holds {samples_per_query} samples; the floor is \
                  {floor} (raise Offline min_query_count or target_qps in user.conf)"
@@ -308,7 +326,7 @@ pub fn bandwidth(
     required_egress: f64,
     path_rate_bytes_per_s: Option<f64>,
 ) -> Option<Finding> {
-    let rule = "the data path carries the rules' minimum ingress and egress bandwidth";
+    let rule = BANDWIDTH;
     match path_rate_bytes_per_s {
         None => Some(finding(
             rule,
@@ -331,6 +349,12 @@ pub fn bandwidth(
         )),
         Some(_) => None,
     }
+}
+
+/// The system diagram the rules require, given as a file.
+pub fn diagram(path: Option<&std::path::Path>) -> Option<Finding> {
+    path.is_none()
+        .then(|| finding(DIAGRAM, "no --diagram FILE was given".into()))
 }
 
 #[cfg(test)]

@@ -159,11 +159,8 @@ impl ScenarioRuns<'_> {
         std::fs::create_dir_all(&out)
             .with_context(|| format!("cannot create {}", out.display()))?;
         println!("  {} {name}: running ({mode})", self.scenario);
-        let mut command =
-            Command::new(std::env::current_exe().context("cannot find this program")?);
+        let mut command = crate::cli::child::run_command("submission", SUBMISSION_ONLY)?;
         command
-            .arg("run")
-            .args(passed_through(std::env::args().skip(2)))
             .args(["--loadgen", "official", "--submission-mode"])
             // No report in the run folders the official verification
             // scripts read: `loadgen-node report` renders one afterwards.
@@ -329,15 +326,13 @@ fn copy_record(run: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
-/// This command's flags without the ones a child run gets its own value
-/// of, or does not take; file names made absolute.
-pub fn passed_through(args: impl Iterator<Item = String>) -> Vec<String> {
-    crate::cli::child::run_flags(args, SUBMISSION_ONLY)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn passed_through(args: impl Iterator<Item = String>) -> Vec<String> {
+        crate::cli::child::run_flags(args, SUBMISSION_ONLY)
+    }
 
     #[test]
     fn children_get_run_flags_only() {

@@ -209,6 +209,11 @@ impl ConfigFile {
         &self.origin
     }
 
+    /// Every key with the line it was last set on, in no set order.
+    pub fn keys(&self) -> impl Iterator<Item = (usize, &str)> {
+        self.entries.iter().map(|(key, e)| (e.line, key.as_str()))
+    }
+
     fn lookup(&self, model: &str, scenario: &str, key: &str) -> Option<&Entry> {
         [
             format!("{model}.{scenario}.{key}"),
