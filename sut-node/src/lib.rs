@@ -21,6 +21,7 @@ pub mod backend;
 pub mod batcher;
 pub mod config;
 pub mod cpu_latency;
+pub mod hardware;
 pub mod limits;
 pub mod metrics;
 pub mod nic;

@@ -445,6 +445,7 @@ impl Node {
             benchmark: s.benchmark.to_string(),
             host_id: crate::nic::host_identity(),
             host: Some(crate::nic::host()),
+            hardware: Some(crate::hardware::hardware()),
             cpu_latency_us: crate::cpu_latency::held_micros(),
         }
     }

@@ -738,6 +738,102 @@ fn sysdesc_describes_the_nodes_and_marks_the_rest() -> Result<()> {
     Ok(())
 }
 
+/// The list `name = [...]` of the checker's constants.py: its quoted
+/// entries (commented-out lines skipped) and the names it refers to.
+fn checker_list(constants: &str, name: &str) -> Result<Vec<String>> {
+    let start = constants
+        .find(&format!("\n{name} = ["))
+        .with_context(|| format!("no {name} in the checker's constants.py"))?;
+    let body = &constants[start + 1..];
+    let body = &body[..body.find("\n]").context("an unclosed list")?];
+    Ok(body
+        .lines()
+        .skip(1)
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| l.trim_end_matches(',').trim_matches('"').to_string())
+        .collect())
+}
+
+/// `sysdesc --template` writes exactly the fields the round's checker
+/// requires of a network system (read from the checker itself), the
+/// machines' hardware filled in from the nodes, and `--diagram` draws
+/// each node.
+#[test]
+fn sysdesc_template_holds_the_checkers_fields_and_the_diagram_the_nodes() -> Result<()> {
+    let Some(inference) = netdiv_tests::submission::inference_checkout() else {
+        return netdiv_tests::skip_unless_ci("a mlcommons/inference checkout");
+    };
+    let constants = std::fs::read_to_string(
+        inference.join("tools/submission/submission_checker/constants.py"),
+    )?;
+    let mut required = checker_list(&constants, "SYSTEM_DESC_REQUIRED_FIELDS")?;
+    for field in checker_list(&constants, "SYSTEM_DESC_REQUIRED_FIELDS_NETWORK_MODE")? {
+        // The list names its first entry by the constant that holds it.
+        required.push(if field == "SYSTEM_DESC_IS_NETWORK_MODE" {
+            "is_network".into()
+        } else {
+            field
+        });
+    }
+    required.sort();
+    let dir = test_dir("network-sysdesc-template")?;
+    let cluster = Cluster::start(
+        &dir,
+        "grpc",
+        &["tmpl-a", "tmpl-b"],
+        &node_config(BENCHMARK),
+        &[],
+    )?;
+    let out = dir.join("system.json");
+    let svg = dir.join("diagram.svg");
+    let run = std::process::Command::new(netdiv_tests::loadgen_node_bin()?)
+        .arg("sysdesc")
+        .args(cluster.loadgen_flags())
+        .args(["--template", "--output"])
+        .arg(&out)
+        .arg("--diagram")
+        .arg(&svg)
+        .output()?;
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    ensure!(run.status.success(), "{stderr}");
+    let fields: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out)?)?;
+    let mut keys: Vec<String> = fields
+        .as_object()
+        .context("not an object")?
+        .keys()
+        .cloned()
+        .collect();
+    keys.sort();
+    ensure!(keys == required, "template {keys:?}\nchecker {required:?}");
+    // Both nodes run on this machine: one host, its processor as
+    // /proc/cpuinfo names it.
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")?;
+    let model = cpu
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|m| m.trim_start_matches([' ', '\t', ':']).to_string());
+    ensure!(fields["number_of_nodes"] == "1", "{fields}");
+    if let Some(model) = model {
+        ensure!(
+            fields["host_processor_model_name"] == model.as_str(),
+            "{fields}"
+        );
+    }
+    ensure!(
+        fields["division"] == "network" && fields["system_type"] == "TODO: fill in",
+        "{fields}"
+    );
+    ensure!(stderr.contains("fill in by hand: submitter"), "{stderr}");
+    let drawing = std::fs::read_to_string(&svg)?;
+    ensure!(drawing.starts_with("<svg") && drawing.trim_end().ends_with("</svg>"));
+    for node in ["sut-node tmpl-a", "sut-node tmpl-b"] {
+        ensure!(drawing.contains(node), "{node} not drawn:\n{drawing}");
+    }
+    ensure!(drawing.matches("SUT machine").count() == 1, "{drawing}");
+    Ok(())
+}
+
 /// `audit` without the means for every step (no partition commands, no
 /// inference checkout for TEST04) is incomplete, not passed: its
 /// audit.json says which steps did not run, and it exits with an error.

@@ -1319,3 +1319,68 @@ fn a_server_run_over_its_latency_bound_stops_the_submission() -> Result<()> {
     drop(nodes);
     Ok(())
 }
+
+#[test]
+fn preflight_names_every_condition_a_submission_would_refuse_in_seconds() -> Result<()> {
+    let Some(kit) = kit()? else { return Ok(()) };
+    let dir = test_dir("preflight")?;
+    let config = node_config(dir.path(), "node.toml", 2_000, false)?;
+    let nodes = namespaced_nodes("resnet50", &config)?;
+    write_file(dir.path(), "system.json", SYSTEM_JSON)?;
+    // 20,000 samples a second of 150,528 bytes each need 3 GB/s, more than
+    // the two 10 Gbit/s veth links carry; one second of them, with the
+    // query count lowered, is below the Offline floor; the last line is
+    // keyed by a scenario that is not one.
+    write_file(
+        dir.path(),
+        "user.conf",
+        "*.Offline.target_qps = 20000\n*.Offline.min_duration = 1000\n\
+         resnet50.Offline.min_query_count = 1600\nresnet50.offline.target_qps = 10\n",
+    )?;
+    let mut args = plain_submission_args(&kit, "resnet50", "v5.0");
+    args[0] = "preflight".into();
+    args.extend(["--scenario", "Offline", "--sample-codec", "lz4"].map(String::from));
+    args.extend(node_flags(&nodes));
+    // Seconds, not a run: the helper fails it after two minutes.
+    let (ok, stdout, stderr) = run(&kit.official, &args, dir.path(), Duration::from_secs(120))?;
+    assert!(!ok, "the preflight passed:\n{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("check(s) failed: `submission` would refuse this"),
+        "{stderr}"
+    );
+    // One FAIL line per condition, each with its evidence.
+    for want in [
+        "FAIL  round v5.0's checker would reject resnet with Offline: it requires Server too",
+        "is on the LoadGen node's own machine: the same boot id",
+        "(veth), with no device behind it",
+        "runs the synthetic backend, a cost model with no model",
+        "the samples are synthetic",
+        "network_media is \"virtual\"",
+        "samples; the floor is 24576",
+        "samples travel in lz4",
+        "the data path carries 2500.0 MB/s",
+        "no --diagram FILE was given",
+    ] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.contains(want) && l.contains("FAIL")),
+            "no FAIL line with {want:?}:\n{stdout}"
+        );
+    }
+    assert!(
+        stdout.lines().any(|l| l.contains("warn")
+            && l.contains("\"resnet50.offline.target_qps\" names no scenario")
+            && l.contains("(write Offline)")),
+        "the user.conf line that applies to nothing was not named:\n{stdout}"
+    );
+    // The nodes answered and nothing ran: no tree, no LoadGen log.
+    assert!(stdout.contains("ok    2 node(s) answer"), "{stdout}");
+    assert!(!dir.path().join("submission").join("closed").exists());
+    assert!(
+        !dir.path().join("submission").join("network").exists(),
+        "the preflight wrote a tree"
+    );
+    drop(nodes);
+    Ok(())
+}

@@ -223,6 +223,18 @@ pub struct SysdescArgs {
     /// Write the JSON to FILE instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Write every field the round's checker requires of a system
+    /// description, not only the network ones: the host and accelerator
+    /// fields filled from what the nodes report (machines counted once),
+    /// "TODO: fill in" where only a person knows. Give the result, filled
+    /// in, to `submission --system-json`.
+    #[arg(long)]
+    pub template: bool,
+    /// Draw the measured system (the LoadGen node, the fabric, each SUT
+    /// machine with its interfaces and nodes) as an SVG to FILE: the
+    /// starting point of the diagram `submission --diagram` takes.
+    #[arg(long, value_name = "FILE")]
+    pub diagram: Option<PathBuf>,
 }
 
 /// Which in-process system under test to drive.

@@ -298,6 +298,13 @@ fn node_info() -> pb::NodeInfo {
             product_uuid: "u".into(),
             netns: "net:[1]".into(),
         }),
+        hardware: Some(pb::Hardware {
+            cpu_model: "cpu".into(),
+            cpu_sockets: 2,
+            cores_per_socket: 8,
+            memory_bytes: 1 << 30,
+            accelerators: vec!["gpu".into()],
+        }),
     }
 }
 

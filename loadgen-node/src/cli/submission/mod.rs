@@ -412,7 +412,7 @@ fn check_python(python: &Path) -> Result<()> {
 /// `systems/SYSTEM.json`: the person's fields and the measured ones.
 fn write_system(args: &SubmissionArgs, tree: &Tree) -> Result<()> {
     let user = system::read_user_fields(&args.system_json)?;
-    let (measured, _, _) = super::sysdesc::measure(&args.run.network)?;
+    let measured = super::sysdesc::measure(&args.run.network)?.fields;
     let merged = system::merge(user, &measured, &args.submitter, &args.system_json)?;
     write(
         &tree.system_json(),

@@ -1,7 +1,12 @@
 //! The Network-division fields of the system description JSON, filled
 //! from what this node can read: its own NICs (/sys), each sut-node's Info
 //! RPC and the transport in use. What only a person can know (the fabric's
-//! media and topology) is marked for them to fill in.
+//! media and topology) is marked for them to fill in. `--template` adds
+//! the general fields the checker requires ([`template`]); `--diagram`
+//! draws the measured system ([`diagram`]).
+
+mod diagram;
+mod template;
 
 use netdiv_proto::pb;
 use serde_json::{Map, Value};
@@ -160,11 +165,24 @@ pub fn describe(inputs: &Inputs<'_>) -> (Value, Vec<&'static str>) {
     (Value::Object(fields), todo)
 }
 
-/// Connects to every node of `network` and describes the network: the
-/// fields, the names of those a person must fill in, and each node's Info.
-pub fn measure(
-    network: &super::args::NetworkArgs,
-) -> anyhow::Result<(Value, Vec<&'static str>, Vec<pb::NodeInfo>)> {
+/// What `sysdesc` measured.
+pub struct Measured {
+    /// The Network-division fields.
+    pub fields: Value,
+    /// The fields a person must fill in.
+    pub todo: Vec<&'static str>,
+    /// Each node's Info, in node order.
+    pub infos: Vec<pb::NodeInfo>,
+    /// Each node's data-path interfaces, as "name (speed, MTU)".
+    pub node_nics: Vec<Vec<String>>,
+    /// This node's data-path interfaces, the same way.
+    pub local_nics: Vec<String>,
+    /// The protocol stack on the wire.
+    pub protocol: String,
+}
+
+/// Connects to every node of `network` and describes the network.
+pub fn measure(network: &super::args::NetworkArgs) -> anyhow::Result<Measured> {
     use anyhow::bail;
     let nodes = network.sut_node.clone();
     if nodes.is_empty() {
@@ -206,14 +224,63 @@ pub fn measure(
         node_addresses: &addresses,
         software: &software,
     });
-    Ok((fields, todo, infos))
+    let node_nics = infos
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let reached_at = addresses.get(i).copied().flatten();
+            node_data_path(&n.nics, reached_at)
+                .into_iter()
+                .map(nic_text)
+                .collect()
+        })
+        .collect();
+    let protocol = fields["network_protocol"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    Ok(Measured {
+        fields,
+        todo,
+        infos,
+        node_nics,
+        local_nics: up(&local).into_iter().map(nic_text).collect(),
+        protocol,
+    })
 }
 
 /// `loadgen-node sysdesc`: connects to every node and writes the
 /// Network-division fields of the system description.
 pub fn command(args: &super::args::SysdescArgs) -> anyhow::Result<()> {
     use anyhow::Context;
-    let (fields, todo, _) = measure(&args.network)?;
+    let measured = measure(&args.network)?;
+    let hosts = template::hosts(&measured.infos, &measured.node_nics);
+    let mut fields = measured.fields.clone();
+    let mut todo = measured.todo.clone();
+    if args.template {
+        let (general, general_todo) = template::general_fields(&hosts);
+        let network = std::mem::take(fields.as_object_mut().expect("an object"));
+        let mut all = general;
+        all.extend(network);
+        fields = Value::Object(all);
+        todo.splice(0..0, general_todo);
+    }
+    if let Some(path) = &args.diagram {
+        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let svg = diagram::svg(
+            &diagram::LoadgenSide {
+                hostname: hostname.trim(),
+                nics: &measured.local_nics,
+                protocol: &measured.protocol,
+            },
+            &hosts,
+        );
+        std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))?;
+        tracing::info!(
+            "system diagram drawn: {} (complete the fabric, then give it to submission --diagram)",
+            path.display()
+        );
+    }
     let text = serde_json::to_string_pretty(&fields)? + "\n";
     match &args.output {
         Some(path) => std::fs::write(path, text)
