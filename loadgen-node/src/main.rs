@@ -22,6 +22,7 @@ fn main() -> ExitCode {
         Command::Submission(args) => cli::submission::command(&args),
         Command::Preflight(args) => cli::submission::preflight_command(&args),
         Command::Check(args) => cli::submission::checker::command(&args),
+        Command::Pack(args) => cli::submission::pack::command(&args),
         Command::Audit(args) => cli::audit::command(&args),
         Command::Report(args) => cli::report::command(&args),
     };

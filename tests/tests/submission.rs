@@ -577,6 +577,61 @@ fn submission_resnet50_round_v5_0_offline_and_server_with_test01_and_test04() ->
         assert!(sub.join(path).is_file(), "{path} is missing");
     }
     drop(nodes);
+    pack_refuses_a_rehearsal_and_a_tree_the_checker_rejects(&kit, root)
+}
+
+/// `pack` writes no archive for a rehearsal, nor, the rehearsal marks
+/// taken out, for a tree the checker rejects (these short runs).
+fn pack_refuses_a_rehearsal_and_a_tree_the_checker_rejects(kit: &Kit, root: &Path) -> Result<()> {
+    let pack = |dir: &Path| -> Result<(bool, String, String)> {
+        let args: Vec<String> = [
+            "pack",
+            "--input",
+            "submission",
+            "--submitter",
+            "netdiv-ci",
+            "--round",
+            "v5.0",
+            "--archive",
+            "upload.tar.gz",
+        ]
+        .map(String::from)
+        .into_iter()
+        .chain([
+            "--inference".into(),
+            kit.inference.display().to_string(),
+            "--python".into(),
+            kit.python.display().to_string(),
+        ])
+        .collect();
+        run(&kit.official, &args, dir, Duration::from_secs(300))
+    };
+    let dir = root.parent().context("the tree's folder")?;
+    let (ok, _, stderr) = pack(dir)?;
+    assert!(
+        !ok && stderr.contains("is a rehearsal, not a result"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("nslab.json: ") && stderr.contains("is on the LoadGen node's own machine"),
+        "the reasons are not named: {stderr}"
+    );
+    assert!(!dir.join("upload.tar.gz").exists());
+    // The same tree without its marks: the checker's short-run errors.
+    let system = root.join("network/netdiv-ci/systems/nslab.json");
+    let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&system)?)?;
+    json.as_object_mut()
+        .context("an object")?
+        .remove("netdiv_rehearsal");
+    std::fs::write(&system, json.to_string())?;
+    let (ok, stdout, stderr) = pack(dir)?;
+    assert!(
+        !ok && stderr.contains("the official submission checker found errors")
+            && stderr.contains("nothing was packed"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("Test duration less than 600s"), "{stdout}");
+    assert!(!dir.join("upload.tar.gz").exists());
     Ok(())
 }
 
@@ -1381,6 +1436,99 @@ fn preflight_names_every_condition_a_submission_would_refuse_in_seconds() -> Res
         !dir.path().join("submission").join("network").exists(),
         "the preflight wrote a tree"
     );
+    drop(nodes);
+    Ok(())
+}
+
+/// A resumed submission keeps a finished run only while what it ran with
+/// is unchanged, and says what changed when it redoes one; `--fresh`
+/// starts one scenario of this benchmark over and leaves other
+/// benchmarks' results alone.
+#[test]
+fn a_resumed_submission_redoes_what_changed_and_fresh_drops_one_scenario() -> Result<()> {
+    let Some(kit) = kit()? else { return Ok(()) };
+    let dir = test_dir("submission-resume")?;
+    let config = node_config(dir.path(), "node.toml", 2_000, false)?;
+    let nodes = namespaced_nodes("resnet50", &config)?;
+    write_file(dir.path(), "system.json", SYSTEM_JSON)?;
+    // Queries of 1600 samples: over the minimum second at the nodes' rate.
+    let conf = |qps: u32| {
+        format!(
+            "*.Offline.target_qps = {qps}\n*.Offline.min_duration = 1000\n\
+             resnet50.Offline.min_query_count = 1600\n"
+        )
+    };
+    write_file(dir.path(), "user.conf", &conf(800))?;
+    let scorer = write_file(dir.path(), "score.py", SCORER)?;
+    let submit = |extra: &[&str]| -> Result<(bool, String, String)> {
+        let mut args = plain_submission_args(&kit, "resnet50", "v5.0");
+        args.extend(
+            [
+                "--rehearsal",
+                "--scenario",
+                "Offline",
+                "--total-sample-count",
+                "1024",
+                "--accuracy-script",
+            ]
+            .map(String::from),
+        );
+        args.push(format!(
+            "{} {} {{log}}",
+            kit.python.display(),
+            scorer.display()
+        ));
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args.extend(node_flags(&nodes));
+        run(&kit.official, &args, dir.path(), Duration::from_secs(600))
+    };
+    let (ok, first, stderr) = submit(&[])?;
+    assert!(ok, "{first}\n{stderr}");
+    assert!(first.contains("Offline performance: running"), "{first}");
+    // Another benchmark's results in the same tree, which no --fresh here
+    // may touch.
+    let other = dir
+        .path()
+        .join("submission/network/netdiv-ci/results/nslab/3d-unet/Offline");
+    std::fs::create_dir_all(&other)?;
+    write_file(&other, "kept.txt", "another benchmark")?;
+    let (ok, again, stderr) = submit(&[])?;
+    assert!(ok, "{again}\n{stderr}");
+    for run in ["performance", "accuracy"] {
+        assert!(
+            again.contains(&format!("Offline {run}: kept from an earlier run")),
+            "{again}"
+        );
+    }
+    // A changed user.conf: both runs read it, both are redone, naming it.
+    write_file(dir.path(), "user.conf", &conf(700))?;
+    let (ok, changed, stderr) = submit(&[])?;
+    assert!(ok, "{changed}\n{stderr}");
+    let user_conf = dir.path().join("user.conf");
+    let redone = format!(
+        "Offline performance: redone: since the earlier run, changed: the file {}",
+        user_conf.display()
+    );
+    assert!(changed.contains(&redone), "{changed}");
+    assert!(!changed.contains("kept from an earlier run"), "{changed}");
+    // One scenario started over; the other benchmark stays.
+    let (ok, fresh, stderr) = submit(&["--fresh", "resnet50/Offline"])?;
+    assert!(ok, "{fresh}\n{stderr}");
+    assert!(
+        fresh.contains("fresh: dropped") && fresh.contains("Offline performance: running"),
+        "{fresh}"
+    );
+    assert!(
+        other.join("kept.txt").is_file(),
+        "--fresh dropped another benchmark"
+    );
+    // A benchmark this submission does not run is refused by name.
+    let (ok, _, stderr) = submit(&["--fresh", "3d-unet-99"])?;
+    assert!(
+        !ok && stderr.contains("--fresh 3d-unet-99 names 3d-unet-99, but this submission runs"),
+        "{stderr}"
+    );
+    assert!(other.join("kept.txt").is_file());
     drop(nodes);
     Ok(())
 }

@@ -53,6 +53,11 @@ pub enum Command {
     /// Run the official submission checker of a mlcommons/inference
     /// checkout on a submission tree and print its verdict, errors grouped.
     Check(CheckArgs),
+    /// Pack a submission tree for upload: runs the official checker and,
+    /// when it passes and the tree is not a rehearsal, writes
+    /// `network/SUBMITTER` alone (not netdiv's work files) as ARCHIVE
+    /// (.tar.gz) with its sha256 in ARCHIVE.sha256.
+    Pack(PackArgs),
     /// Show an auditor, against the real sut-nodes, that the system keeps
     /// the Network-division rules: each node's Name() round trip, Name()
     /// failing while a node is cut off, the bytes per sample on the wire,
@@ -142,10 +147,13 @@ pub struct SubmissionArgs {
     /// stops there; a rehearsal otherwise carries it into the tree).
     #[arg(long)]
     pub stop_on_invalid: bool,
-    /// Start over: drop this system's earlier runs and results (otherwise
-    /// finished runs are kept and an interrupted submission resumes).
-    #[arg(long)]
-    pub fresh: bool,
+    /// Start over: drop this benchmark's earlier runs and results for
+    /// this system, or only one scenario's (`--fresh Offline`, or
+    /// `--fresh BENCHMARK/SCENARIO`); other benchmarks' stay. Without it,
+    /// finished runs are kept, unless what they ran with changed, and an
+    /// interrupted submission resumes.
+    #[arg(long, num_args = 0..=1, value_name = "[BENCHMARK/]SCENARIO")]
+    pub fresh: Option<Option<String>>,
     #[command(flatten)]
     pub run: RunArgs,
 }
@@ -197,6 +205,28 @@ pub struct CheckArgs {
     /// Python 3 for the checker.
     #[arg(long, value_name = "PATH", default_value = "python3")]
     pub python: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct PackArgs {
+    /// The submission root (the folder holding network/).
+    #[arg(long, value_name = "DIR", default_value = "submission")]
+    pub input: PathBuf,
+    /// The round whose checker version applies [default: the current].
+    #[arg(long, value_name = "ROUND")]
+    pub round: Option<Round>,
+    /// The submitter whose tree is packed.
+    #[arg(long)]
+    pub submitter: String,
+    /// A mlcommons/inference checkout holding the checker.
+    #[arg(long, value_name = "DIR", env = "NETDIV_INFERENCE_REPO")]
+    pub inference: Option<PathBuf>,
+    /// Python 3 for the checker.
+    #[arg(long, value_name = "PATH", default_value = "python3")]
+    pub python: PathBuf,
+    /// The archive to write [default: SUBMITTER.tar.gz].
+    #[arg(long, value_name = "FILE")]
+    pub archive: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

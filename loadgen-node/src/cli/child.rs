@@ -41,7 +41,8 @@ pub fn run_flags(args: impl Iterator<Item = String>, drop: &[(&str, bool)]) -> V
     let mut kept = Vec::new();
     let mut skip_value = false;
     let mut path_value = false;
-    for arg in args {
+    let mut args = args.peekable();
+    while let Some(arg) = args.next() {
         if std::mem::take(&mut skip_value) {
             continue;
         }
@@ -54,7 +55,11 @@ pub fn run_flags(args: impl Iterator<Item = String>, drop: &[(&str, bool)]) -> V
             None => (arg.as_str(), None),
         };
         if let Some((_, takes_value)) = drop.iter().find(|(f, _)| *f == flag) {
-            skip_value = *takes_value && inline.is_none();
+            // A flag whose value is optional (`--fresh [SCENARIO]`): there
+            // are no positional arguments, so a word that follows it is
+            // its value.
+            let optional_value = args.peek().is_some_and(|next| !next.starts_with('-'));
+            skip_value = inline.is_none() && (*takes_value || optional_value);
         } else if PATH_FLAGS.contains(&flag) {
             match inline {
                 Some(v) => kept.push(format!("{flag}={}", absolute(v))),

@@ -137,7 +137,7 @@ fn offline_target(detail: &str) -> Option<String> {
     let wanted = (rate * 1.1).ceil();
     Some(format!(
         "set *.Offline.target_qps to at least {wanted} in user.conf: the nodes did {rate:.1} \
-         samples/s, so a target of {target} made a query of {:.0} s, under the {:.0} s minimum.",
+         samples/s, so a target of {target} made a query of {:.1} s, under the {:.1} s minimum.",
         target * min_ms / 1000.0 * 1.1 / rate,
         min_ms / 1000.0
     ))

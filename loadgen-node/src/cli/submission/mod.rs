@@ -13,13 +13,16 @@
 //!
 //! Each run is a child process (`loadgen-node run --loadgen official
 //! --submission-mode ...`, the official LoadGen reads mlperf.conf once per
-//! process) writing into a work folder; a finished run is kept, so an
-//! interrupted submission resumes where it stopped, and `--fresh` starts
-//! over.
+//! process) writing into a work folder outside the submitter's tree; a
+//! finished run is kept while what it ran with is unchanged
+//! ([`fingerprint`]), so an interrupted submission resumes where it
+//! stopped, and `--fresh` starts a benchmark or a scenario over.
 
 pub mod accuracy;
 pub mod checker;
 pub mod evidence;
+pub mod fingerprint;
+pub mod pack;
 pub mod preflight;
 pub mod rules;
 pub mod runs;
@@ -144,6 +147,10 @@ pub fn command(args: &SubmissionArgs) -> Result<()> {
         check_python(&args.python)?;
     }
     let tree = prepare_tree(args, scope.round)?;
+    if let Some(fresh) = &args.fresh {
+        let scenarios = fresh_scenarios(fresh.as_deref(), &scope)?;
+        start_over(&tree, scope.entry.model, &scenarios)?;
+    }
     let incomplete = preflight::check_scenario_set(
         scope.entry,
         scope.round.name(),
@@ -193,6 +200,7 @@ pub fn command(args: &SubmissionArgs) -> Result<()> {
             inference: &inference,
             accuracy: &accuracy,
             input_data_type: &qsl_type,
+            nodes: &checked.nodes,
         };
         reasons.extend(runs.run_all(&scope.tests)?.invalid);
     }
@@ -299,8 +307,7 @@ fn preflight(args: &SubmissionArgs, plan: &RunPlan, scope: &Scope) -> Result<Che
     })
 }
 
-/// The tree's root and work folder, created, with this system's earlier
-/// runs dropped under `--fresh`.
+/// The tree's root and work folder, created.
 fn prepare_tree(args: &SubmissionArgs, round: Round) -> Result<Tree> {
     let output = &args.run.output;
     std::fs::create_dir_all(output)
@@ -308,19 +315,67 @@ fn prepare_tree(args: &SubmissionArgs, round: Round) -> Result<Tree> {
     // Children run in folders of their own: every path they get is whole.
     let root = std::fs::canonicalize(output)
         .with_context(|| format!("cannot find {}", output.display()))?;
-    let tree = Tree::new(&root, &args.submitter, &args.system, round);
-    if args.fresh {
-        for dir in [
-            tree.work.clone(),
-            tree.submitter_dir.join("results").join(&args.system),
-        ] {
-            if dir.exists() {
-                std::fs::remove_dir_all(&dir)
-                    .with_context(|| format!("cannot remove {}", dir.display()))?;
-            }
+    Ok(Tree::new(&root, &args.submitter, &args.system, round))
+}
+
+/// The scenarios `--fresh` starts over: all of this benchmark's (no
+/// value), or the one it names, with or without this benchmark's name.
+fn fresh_scenarios(fresh: Option<&str>, scope: &Scope) -> Result<Vec<String>> {
+    const ALL: [&str; 5] = [
+        "Offline",
+        "Server",
+        "Interactive",
+        "SingleStream",
+        "MultiStream",
+    ];
+    let Some(value) = fresh else {
+        return Ok(ALL.map(String::from).to_vec());
+    };
+    let (benchmark, scenario) = match value.rsplit_once('/') {
+        Some((b, s)) => (Some(b), s),
+        None if ALL.contains(&value) => (None, value),
+        None => (Some(value), ""),
+    };
+    if let Some(name) = benchmark {
+        let named = Benchmark::parse(name).map_err(|e| anyhow::anyhow!("--fresh {value}: {e}"))?;
+        if named != scope.benchmark {
+            bail!(
+                "--fresh {value} names {named}, but this submission runs {}: give its name, a \
+                 scenario of it, or --fresh alone (another benchmark's runs are never dropped \
+                 from here)",
+                scope.benchmark
+            );
         }
     }
-    Ok(tree)
+    if scenario.is_empty() {
+        return Ok(ALL.map(String::from).to_vec());
+    }
+    if !ALL.contains(&scenario) {
+        bail!(
+            "--fresh {value}: {scenario:?} is not a scenario ({})",
+            ALL.join(", ")
+        );
+    }
+    Ok(vec![scenario.to_string()])
+}
+
+/// Drops the earlier runs and results of `scenarios` of this benchmark:
+/// the work folders and each place in the tree they were laid into.
+fn start_over(tree: &Tree, model: &str, scenarios: &[String]) -> Result<()> {
+    for scenario in scenarios {
+        let places = [
+            tree.work.join(model).join(scenario),
+            tree.scenario_dir(model, scenario),
+            tree.compliance_dir(model, scenario),
+            tree.measurements_dir(model, scenario),
+        ];
+        for dir in places.iter().filter(|d| d.exists()) {
+            std::fs::remove_dir_all(dir)
+                .with_context(|| format!("cannot remove {}", dir.display()))?;
+            println!("fresh: dropped {}", dir.display());
+        }
+    }
+    Ok(())
 }
 
 /// After the runs: the documentation and code folders, the truncated

@@ -14,6 +14,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::json;
 
 use super::accuracy::AccuracySource;
+use super::fingerprint;
 use super::tree::{self, Tree};
 use super::{checker, write, SubmissionArgs};
 use crate::cli::verdict::Verdict;
@@ -54,6 +55,8 @@ pub struct ScenarioRuns<'a> {
     pub accuracy: &'a AccuracySource,
     /// The element type the samples are sent in (measurements.json).
     pub input_data_type: &'a str,
+    /// The nodes the preflight found (what a kept run must have run on).
+    pub nodes: &'a [(String, netdiv_proto::pb::NodeInfo)],
 }
 
 /// What one scenario's runs found that a rehearsal carries on with.
@@ -141,24 +144,10 @@ impl ScenarioRuns<'_> {
     }
 
     /// One official-LoadGen run in a child process; a finished one is
-    /// kept (resume), an unfinished one is started over.
+    /// kept (resume) while what it ran with is unchanged, else, like an
+    /// unfinished one, started over.
     fn child_run(&self, name: &str, mode: &str, audit: Option<&Path>) -> Result<PathBuf> {
         let out = self.tree.run_dir(self.model, self.scenario, name);
-        if tree::finished(&out) {
-            println!(
-                "  {} {name}: kept from an earlier run ({})",
-                self.scenario,
-                out.display()
-            );
-            return Ok(out);
-        }
-        if out.exists() {
-            std::fs::remove_dir_all(&out)
-                .with_context(|| format!("cannot clear the unfinished run in {}", out.display()))?;
-        }
-        std::fs::create_dir_all(&out)
-            .with_context(|| format!("cannot create {}", out.display()))?;
-        println!("  {} {name}: running ({mode})", self.scenario);
         let mut command = crate::cli::child::run_command("submission", SUBMISSION_ONLY)?;
         command
             .args(["--loadgen", "official", "--submission-mode"])
@@ -174,6 +163,30 @@ impl ScenarioRuns<'_> {
         if let Some(audit) = audit {
             command.arg("--audit-conf").arg(audit);
         }
+        let fingerprint = fingerprint::of(&command, self.nodes);
+        if tree::finished(&out) {
+            let changed = fingerprint::changes(&tree::finished_with(&out), &fingerprint);
+            if changed.is_empty() {
+                println!(
+                    "  {} {name}: kept from an earlier run ({})",
+                    self.scenario,
+                    out.display()
+                );
+                return Ok(out);
+            }
+            println!(
+                "  {} {name}: redone: since the earlier run, changed: {}",
+                self.scenario,
+                changed.join("; ")
+            );
+        }
+        if out.exists() {
+            std::fs::remove_dir_all(&out)
+                .with_context(|| format!("cannot clear the earlier run in {}", out.display()))?;
+        }
+        std::fs::create_dir_all(&out)
+            .with_context(|| format!("cannot create {}", out.display()))?;
+        println!("  {} {name}: running ({mode})", self.scenario);
         let log = std::fs::File::create(out.join("loadgen-node.log"))?;
         let status = command
             .stdout(log.try_clone()?)
@@ -190,7 +203,7 @@ impl ScenarioRuns<'_> {
                 tail.into_iter().rev().collect::<Vec<_>>().join("\n")
             );
         }
-        tree::mark_finished(&out)?;
+        tree::mark_finished(&out, &fingerprint)?;
         Ok(out)
     }
 
@@ -342,8 +355,11 @@ mod tests {
             "--submitter",
             "acme",
             "--check",
+            "--fresh",
+            "resnet50/Offline",
             "--sut-node",
             "grpc://10.0.0.2:1",
+            "--fresh",
             "--output=sub",
             "--system-json",
             "s.json",

@@ -139,7 +139,19 @@ pub fn finished(run_dir: &Path) -> bool {
         && run_dir.join(".netdiv-finished").is_file()
 }
 
-/// Marks a run folder finished (the child exited successfully).
-pub fn mark_finished(run_dir: &Path) -> std::io::Result<()> {
-    std::fs::write(run_dir.join(".netdiv-finished"), b"")
+/// Marks a run folder finished (the child exited successfully), with what
+/// it ran with.
+pub fn mark_finished(run_dir: &Path, fingerprint: &serde_json::Value) -> std::io::Result<()> {
+    std::fs::write(
+        run_dir.join(".netdiv-finished"),
+        serde_json::to_string_pretty(fingerprint)? + "\n",
+    )
+}
+
+/// What a finished run ran with (null when its mark does not say).
+pub fn finished_with(run_dir: &Path) -> serde_json::Value {
+    std::fs::read_to_string(run_dir.join(".netdiv-finished"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(serde_json::Value::Null)
 }

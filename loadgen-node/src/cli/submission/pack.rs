@@ -1,0 +1,186 @@
+//! `loadgen-node pack`: the archive a submitter uploads. It holds the
+//! submitter's tree alone (`network/SUBMITTER/...`: not netdiv's work
+//! folder, not the checker's own outputs beside it), is written only for
+//! a tree the official checker passes and that is not a rehearsal, and
+//! comes with its sha256 (`ARCHIVE.sha256`, in `sha256sum`'s format).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use loadgen_node::round::Round;
+use sha2::{Digest, Sha256};
+
+use super::checker;
+use crate::cli::args::PackArgs;
+
+/// `loadgen-node pack`.
+pub fn command(args: &PackArgs) -> Result<()> {
+    let tree = args.input.join("network").join(&args.submitter);
+    if !tree.is_dir() {
+        bail!(
+            "{} is not a submission tree: no network/{} in it",
+            args.input.display(),
+            args.submitter
+        );
+    }
+    let reasons = rehearsal_reasons(&tree)?;
+    if !reasons.is_empty() {
+        bail!(
+            "{} is a rehearsal, not a result, and is not packed for upload:\n  {}",
+            tree.display(),
+            reasons.join("\n  ")
+        );
+    }
+    let inference = args.inference.clone().ok_or_else(|| {
+        anyhow::anyhow!(
+            "pack runs the official checker first: name a mlcommons/inference checkout \
+             (--inference DIR or NETDIV_INFERENCE_REPO=DIR)"
+        )
+    })?;
+    let round = args.round.unwrap_or(Round::CURRENT);
+    let verdict = checker::run(
+        &inference,
+        &args.input,
+        round,
+        &args.submitter,
+        &args.python,
+    )?;
+    if !verdict.passed() {
+        print!("{}", verdict.render());
+        bail!("the official submission checker found errors (listed above): nothing was packed");
+    }
+    let archive = args
+        .archive
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("{}.tar.gz", args.submitter)));
+    let hash = write_archive(&args.input, &args.submitter, &archive)?;
+    println!("packed {} (sha256 {hash})", archive.display());
+    Ok(())
+}
+
+/// The reasons a rehearsal tree carries in its system descriptions.
+fn rehearsal_reasons(tree: &Path) -> Result<Vec<String>> {
+    let systems = tree.join("systems");
+    let mut reasons = Vec::new();
+    let Ok(entries) = std::fs::read_dir(&systems) else {
+        return Ok(reasons);
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let system: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not JSON", path.display()))?;
+        for reason in system["netdiv_rehearsal"].as_array().into_iter().flatten() {
+            reasons.push(format!(
+                "{}: {}",
+                path.file_name().unwrap_or_default().to_string_lossy(),
+                reason.as_str().unwrap_or_default()
+            ));
+        }
+    }
+    Ok(reasons)
+}
+
+/// Writes `network/SUBMITTER` of `root` as a gzip'd tar to `archive`
+/// (entries in name order, so the same tree packs the same way) and its
+/// sha256 beside it; the hash.
+pub fn write_archive(root: &Path, submitter: &str, archive: &Path) -> Result<String> {
+    let file = std::fs::File::create(archive)
+        .with_context(|| format!("cannot create {}", archive.display()))?;
+    let gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());
+    let mut tar = tar::Builder::new(gz);
+    tar.follow_symlinks(false);
+    let inside = Path::new("network").join(submitter);
+    let mut files = Vec::new();
+    list_files(&root.join(&inside), &inside, &mut files)?;
+    files.sort();
+    for name in &files {
+        tar.append_path_with_name(root.join(name), name)
+            .with_context(|| format!("cannot pack {}", name.display()))?;
+    }
+    tar.into_inner()?
+        .finish()
+        .with_context(|| format!("cannot write {}", archive.display()))?
+        .flush()?;
+    let bytes =
+        std::fs::read(archive).with_context(|| format!("cannot read {}", archive.display()))?;
+    let hash = format!("{:x}", Sha256::digest(&bytes));
+    let name = archive.file_name().unwrap_or_default().to_string_lossy();
+    let sums = PathBuf::from(format!("{}.sha256", archive.display()));
+    std::fs::write(&sums, format!("{hash}  {name}\n"))
+        .with_context(|| format!("cannot write {}", sums.display()))?;
+    Ok(hash)
+}
+
+/// Every file under `dir`, named as `prefix/...`.
+fn list_files(dir: &Path, prefix: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
+        let entry = entry?;
+        let name = prefix.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            list_files(&entry.path(), &name, out)?;
+        } else {
+            out.push(name);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_archive_holds_the_submitters_tree_alone_with_its_sha256() {
+        let root = tempfile::tempdir().unwrap();
+        let put = |name: &str, text: &str| {
+            let path = root.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        };
+        put("network/org/systems/sys.json", "{}");
+        put(
+            "network/org/results/sys/m/Offline/performance/run_1/mlperf_log_summary.txt",
+            "x",
+        );
+        put(".netdiv-work/sys/raw.log", "work");
+        put("checker-v6.1.log", "checker");
+        put("network/other/systems/x.json", "{}");
+        let archive = root.path().join("org.tar.gz");
+        let hash = write_archive(root.path(), "org", &archive).unwrap();
+        let bytes = std::fs::read(&archive).unwrap();
+        assert_eq!(hash, format!("{:x}", Sha256::digest(&bytes)));
+        let sums = std::fs::read_to_string(root.path().join("org.tar.gz.sha256")).unwrap();
+        assert_eq!(sums, format!("{hash}  org.tar.gz\n"));
+        let mut names: Vec<String> = tar::Archive::new(flate2::read::GzDecoder::new(&bytes[..]))
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap().path().unwrap().display().to_string())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "network/org/results/sys/m/Offline/performance/run_1/mlperf_log_summary.txt",
+                "network/org/systems/sys.json",
+            ]
+        );
+        // A tree is a rehearsal when a system description says so.
+        assert!(rehearsal_reasons(&root.path().join("network/org"))
+            .unwrap()
+            .is_empty());
+        put(
+            "network/org/systems/sys.json",
+            r#"{"netdiv_rehearsal": ["one machine"]}"#,
+        );
+        assert_eq!(
+            rehearsal_reasons(&root.path().join("network/org")).unwrap(),
+            ["sys.json: one machine"]
+        );
+    }
+}
