@@ -372,3 +372,128 @@ fn compose_lab_audit_passes_and_catches_caching_nodes() -> Result<()> {
     );
     Ok(())
 }
+
+/// The engine-sized node configs of deploy/llm/engines load as sut-node
+/// reads them, each names its engine's API with caching off, holds as many
+/// requests open as its engine is started to run, and waits for its
+/// engine less long than systemd waits for the node; the compose file
+/// starts each engine with its prefix cache off and is valid compose.
+#[test]
+fn engine_node_configs_match_their_engines_and_start_timeouts() -> Result<()> {
+    use sut_node::backend::openai::api::EngineApi;
+    use sut_node::backend::openai::PromptCache;
+    use sut_node::backend::BackendKind;
+    use sut_node::config::FileConfig;
+    let dir = workspace_root().join("deploy/llm/engines");
+    let compose = std::fs::read_to_string(dir.join("compose.yaml"))?;
+    let trtllm_options = std::fs::read_to_string(dir.join("trtllm-options.yaml"))?;
+    let minutes = |unit: &str| -> Result<f64> {
+        let text = std::fs::read_to_string(workspace_root().join(unit))?;
+        let value = text
+            .lines()
+            .find_map(|l| l.strip_prefix("TimeoutStartSec="))
+            .with_context(|| format!("no TimeoutStartSec in {unit}"))?;
+        Ok(value.trim_end_matches("min").parse::<f64>()? * 60.0)
+    };
+    let engine_drop_in = minutes("deploy/llm/engines/sut-node-engine.conf")?;
+    let plain_unit = minutes("deploy/systemd/sut-node@.service")?;
+    let default = sut_node::backend::openai::OpenaiConfig::default();
+    ensure!(
+        plain_unit > default.startup_timeout_s,
+        "sut-node@.service gives {plain_unit} s to start; a node waits {} s for its engine",
+        default.startup_timeout_s
+    );
+    // Each engine: its API, its cache-off switch, its sequence limit.
+    for (name, api, cache_off, limit) in [
+        (
+            "vllm",
+            EngineApi::Vllm,
+            "--no-enable-prefix-caching",
+            "--max-num-seqs=512",
+        ),
+        (
+            "sglang",
+            EngineApi::Sglang,
+            "--disable-radix-cache",
+            "--max-running-requests=512",
+        ),
+        (
+            "trtllm",
+            EngineApi::Trtllm,
+            "enable_block_reuse: false",
+            "--max_batch_size=512",
+        ),
+    ] {
+        let config = FileConfig::load(&dir.join(format!("{name}.toml")))?;
+        ensure!(
+            config.backend == Some(BackendKind::Openai),
+            "{name}: backend"
+        );
+        ensure!(
+            config.openai.api == api,
+            "{name}: api {:?}",
+            config.openai.api
+        );
+        ensure!(
+            config.openai.prompt_cache == PromptCache::Off,
+            "{name}: prompt_cache"
+        );
+        ensure!(config.openai.max_in_flight == 512, "{name}: max_in_flight");
+        ensure!(
+            engine_drop_in > config.openai.startup_timeout_s,
+            "{name}: systemd gives {engine_drop_in} s, the node waits {} s",
+            config.openai.startup_timeout_s
+        );
+        let started_with = if name == "trtllm" {
+            format!("{compose}\n{trtllm_options}")
+        } else {
+            compose.clone()
+        };
+        for flag in [cache_off, limit] {
+            ensure!(
+                started_with.contains(flag),
+                "{name}: the engine is not started with {flag}"
+            );
+        }
+    }
+    // Valid compose, each profile: engine and node.
+    let Ok(out) = Command::new("docker-compose")
+        .args(["-f"])
+        .arg(dir.join("compose.yaml"))
+        .args([
+            "--profile",
+            "vllm",
+            "--profile",
+            "sglang",
+            "--profile",
+            "trtllm",
+            "config",
+            "--services",
+        ])
+        .env("MODEL", "/models/m")
+        .env("NODE_NAME", "gpu-a")
+        .output()
+    else {
+        return skip_unless_ci("docker-compose");
+    };
+    let services = String::from_utf8_lossy(&out.stdout);
+    ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for service in [
+        "vllm",
+        "sut-node-vllm",
+        "sglang",
+        "sut-node-sglang",
+        "trtllm",
+        "sut-node-trtllm",
+    ] {
+        ensure!(
+            services.lines().any(|l| l == service),
+            "no {service} in {services}"
+        );
+    }
+    Ok(())
+}

@@ -858,3 +858,75 @@ fn a_node_refuses_an_engine_older_than_the_apis_minimum_version() -> Result<()> 
     }
     Ok(())
 }
+
+/// The README's LLM example, run as written (its ports made free ones and
+/// its paths this checkout's): llama.cpp, a node in front of it, and an
+/// Offline run through the node.
+#[test]
+fn the_readmes_llm_example_runs_as_written() -> Result<()> {
+    if llama_cpp_files()?.is_none() {
+        return Ok(());
+    }
+    let root = netdiv_tests::workspace_root();
+    let readme = std::fs::read_to_string(root.join("README.md"))?;
+    let marker = "<!-- readme-llm-example:";
+    let start = readme
+        .find(marker)
+        .context("no LLM example marker in the README")?;
+    let block = &readme[start..];
+    let block = &block[block
+        .find("```sh\n")
+        .context("no sh block after the marker")?
+        + 6..];
+    let block = &block[..block.find("```").context("an unclosed block")?];
+    let free_port = || -> Result<u16> {
+        Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port())
+    };
+    let (engine, node) = (free_port()?, free_port()?);
+    let script = block
+        .replace("8000", &engine.to_string())
+        .replace("7001", &node.to_string())
+        .replace(
+            "target/release/sut-node",
+            &netdiv_tests::sut_node_bin()?.display().to_string(),
+        )
+        .replace(
+            "target/release/loadgen-node",
+            &netdiv_tests::loadgen_node_bin()?.display().to_string(),
+        )
+        .replace("deploy/", &format!("{}/deploy/", root.display()));
+    ensure!(
+        script.contains(&format!("127.0.0.1:{engine}"))
+            && script.contains(&format!("127.0.0.1:{node}")),
+        "the example no longer names its ports:\n{block}"
+    );
+    let dir = test_dir("readme-llm")?;
+    // Its background processes end with the script, also when `timeout`
+    // stops it.
+    let wrapped = format!(
+        "set -euo pipefail\ntrap 'exit 1' TERM INT\ntrap 'kill $(jobs -p) 2>/dev/null' EXIT\n{script}"
+    );
+    let out = std::process::Command::new("timeout")
+        .args(["-k", "10", "600", "bash", "-c", &wrapped])
+        .current_dir(&dir)
+        .output()?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ensure!(
+        out.status.success(),
+        "the README's LLM example failed:\n{script}\n{text}"
+    );
+    let summary = std::fs::read_to_string(dir.join("mlperf-logs/mlperf_log_summary.txt"))?;
+    ensure!(summary.contains("Result is :"), "{summary}");
+    let detail = std::fs::read_to_string(dir.join("mlperf-logs/mlperf_log_detail.txt"))?;
+    ensure!(
+        detail.contains(r#""key": "generated_query_count""#) && !text.contains(" ERROR "),
+        "{text}"
+    );
+    Ok(())
+}
