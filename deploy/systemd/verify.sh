@@ -104,13 +104,15 @@ echo "verify.sh: units from $units_dir"
 echo "verify.sh: sut-node = $sut_bin"
 echo "verify.sh: loadgen-node = $loadgen_bin"
 
-# Copies with the installed paths replaced by the binaries under test.
+# Copies with the installed paths (/usr/local/bin as install.sh puts
+# them, /usr/bin as the Debian packages do) replaced by the binaries under
+# test.
 for f in "$template" "$loadgen_unit"; do
-    sed -e "s#/usr/local/bin/sut-node\\b#$sut_bin#g" \
-        -e "s#/usr/local/bin/loadgen-node\\b#$loadgen_bin#g" \
+    sed -E -e "s#/usr/(local/)?bin/sut-node\\b#$sut_bin#g" \
+        -e "s#/usr/(local/)?bin/loadgen-node\\b#$loadgen_bin#g" \
         "$units_dir/$f" >"$work/$f"
-    if grep -q '/usr/local/bin/' "$work/$f"; then
-        fail "$f: an Exec path under /usr/local/bin/ was not replaced: $(grep -n '/usr/local/bin/' "$work/$f" | head -n 1)"
+    if grep -Eq '=/usr/(local/)?bin/(sut|loadgen)-node' "$work/$f"; then
+        fail "$f: an Exec path of a daemon was not replaced: $(grep -En '=/usr/(local/)?bin/(sut|loadgen)-node' "$work/$f" | head -n 1)"
     fi
 done
 

@@ -497,3 +497,249 @@ fn engine_node_configs_match_their_engines_and_start_timeouts() -> Result<()> {
     }
     Ok(())
 }
+
+/// Runs `program args`, failing with its output unless it succeeds; its
+/// stdout.
+fn checked(program: &str, args: &[&str], dir: &Path) -> Result<String> {
+    let out = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {program}"))?;
+    ensure!(
+        out.status.success(),
+        "{program} {args:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `loadgen-node sysdesc` against one node: the Info round trip, proof
+/// that the node answers.
+fn node_answers(loadgen: &Path, url: &str) -> Result<serde_json::Value> {
+    let out = Command::new(loadgen)
+        .args(["sysdesc", "--sut-node", url])
+        .stdin(Stdio::null())
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "sysdesc {url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// The release script's three artefacts, each installed or loaded as a
+/// user would, and a node started from each answering: the Debian
+/// packages (contents, control, units through `systemd-analyze verify`),
+/// the tarball (its node answers its own loadgen-node), the image archive
+/// (`docker load`, a node container answers).
+#[test]
+fn release_artefacts_install_and_their_nodes_answer() -> Result<()> {
+    if !docker_available() {
+        return skip_unless_ci("a Docker engine");
+    }
+    let dir = test_dir("release")?;
+    let out = dir.join("artefacts");
+    let script = workspace_root().join("deploy/release/build.sh");
+    let official = netdiv_tests::binaries::loadgen_node_official_bin()?;
+    let (sut, official) = (sut_node_bin()?, official);
+    checked(
+        "bash",
+        &[
+            script.to_str().context("utf-8")?,
+            "--out",
+            out.to_str().context("utf-8")?,
+            "--sut-node-bin",
+            sut.to_str().context("utf-8")?,
+            "--loadgen-node-bin",
+            official.to_str().context("utf-8")?,
+        ],
+        &dir,
+    )?;
+    let version = env!("CARGO_PKG_VERSION");
+    checked("sha256sum", &["-c", "SHA256SUMS"], &out)?;
+
+    // The packages: each daemon in /usr/bin, its unit pointing there.
+    let root = dir.join("root");
+    for (package, unit) in [
+        ("netdiv-sut-node", "sut-node@.service"),
+        ("netdiv-loadgen-node", "loadgen-node.service"),
+    ] {
+        let deb = format!("{package}_{version}_amd64.deb");
+        let listing = checked("dpkg-deb", &["-c", &deb], &out)?;
+        let daemon = package.trim_start_matches("netdiv-");
+        for want in [
+            format!("./usr/bin/{daemon}"),
+            format!("./lib/systemd/system/{unit}"),
+        ] {
+            ensure!(listing.contains(&want), "{deb} lacks {want}:\n{listing}");
+        }
+        let depends = checked("dpkg-deb", &["-f", &deb, "Depends"], &out)?;
+        ensure!(depends.contains("libc6 (>= 2."), "{deb}: Depends {depends}");
+        checked(
+            "dpkg-deb",
+            &["-x", &deb, root.to_str().context("utf-8")?],
+            &out,
+        )?;
+        let text = std::fs::read_to_string(root.join("lib/systemd/system").join(unit))?;
+        ensure!(
+            text.contains(&format!("ExecStart=/usr/bin/{daemon}")),
+            "{unit}:\n{text}"
+        );
+    }
+    // Their units verify with their own binaries (verify.sh also wants the
+    // example env files, shipped as examples).
+    let units = dir.join("units");
+    std::fs::create_dir_all(&units)?;
+    for entry in std::fs::read_dir(root.join("lib/systemd/system"))? {
+        let entry = entry?;
+        std::fs::copy(entry.path(), units.join(entry.file_name()))?;
+    }
+    for (package, file) in [
+        ("netdiv-sut-node", "sut-node-example.env"),
+        ("netdiv-loadgen-node", "loadgen-node.env"),
+    ] {
+        let from = root
+            .join("usr/share/doc")
+            .join(package)
+            .join("examples")
+            .join(file);
+        std::fs::copy(&from, units.join(file)).with_context(|| format!("{}", from.display()))?;
+    }
+    let verify = workspace_root().join("deploy/systemd/verify.sh");
+    let verified = Command::new("bash")
+        .arg(&verify)
+        .arg("--units-dir")
+        .arg(&units)
+        .arg("--sut-node-bin")
+        .arg(root.join("usr/bin/sut-node"))
+        .arg("--loadgen-node-bin")
+        .arg(root.join("usr/bin/loadgen-node"))
+        .stdin(Stdio::null())
+        .output()?;
+    if verified.status.code() != Some(77) {
+        ensure!(
+            verified.status.success(),
+            "the packages' units do not verify:\n{}",
+            String::from_utf8_lossy(&verified.stdout)
+        );
+    }
+
+    // The tarball: its node, asked by its own loadgen-node.
+    let name = format!("netdiv-{version}-x86_64-linux");
+    checked("tar", &["-xzf", &format!("artefacts/{name}.tar.gz")], &dir)?;
+    let unpacked = dir.join(&name);
+    let requirements = std::fs::read_to_string(unpacked.join("REQUIREMENTS.txt"))?;
+    ensure!(requirements.contains("need glibc 2."), "{requirements}");
+    let ready = dir.join("tarball-node.ready");
+    let mut node = Command::new(unpacked.join("bin/sut-node"))
+        .args([
+            "--name",
+            "from-tarball",
+            "--transport",
+            "grpc",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--ready-file")
+        .arg(&ready)
+        .stdin(Stdio::null())
+        .spawn()?;
+    let answered = (|| -> Result<serde_json::Value> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !ready.is_file() {
+            ensure!(
+                std::time::Instant::now() < deadline,
+                "the tarball's node never got ready"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let info: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&ready)?)?;
+        let addr = info["grpc"]
+            .as_str()
+            .with_context(|| format!("no gRPC address in {info}"))?;
+        node_answers(
+            &unpacked.join("bin/loadgen-node"),
+            &format!("grpc://{addr}"),
+        )
+    })();
+    let _ = node.kill();
+    let _ = node.wait();
+    let fields = answered?;
+    ensure!(
+        fields["net_software_stack_sut"]
+            .as_str()
+            .unwrap_or("")
+            .contains("from-tarball"),
+        "{fields}"
+    );
+
+    // The images: loaded from the archive, a node container answers.
+    checked(
+        "docker",
+        &["load", "-i", &format!("netdiv-images-{version}.tar.gz")],
+        &out,
+    )?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let container = format!("netdiv-release-test-{}", std::process::id());
+    let image = format!("netdiv-sut-node:{version}");
+    checked(
+        "docker",
+        &[
+            "run",
+            "-d",
+            "--rm",
+            "--name",
+            &container,
+            "--network",
+            "host",
+            &image,
+            "--name",
+            "from-image",
+            "--transport",
+            "grpc",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ],
+        &dir,
+    )?;
+    let answered = (|| -> Result<serde_json::Value> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            match node_answers(&official, &format!("grpc://127.0.0.1:{port}")) {
+                Ok(fields) => return Ok(fields),
+                Err(e) if std::time::Instant::now() > deadline => return Err(e),
+                Err(_) => std::thread::sleep(Duration::from_millis(300)),
+            }
+        }
+    })();
+    let _ = Command::new("docker")
+        .args(["rm", "-f", &container])
+        .output();
+    let fields = answered?;
+    ensure!(
+        fields["net_software_stack_sut"]
+            .as_str()
+            .unwrap_or("")
+            .contains("from-image"),
+        "{fields}"
+    );
+    // The LoadGen image runs its program.
+    let help = checked(
+        "docker",
+        &[
+            "run",
+            "--rm",
+            &format!("netdiv-loadgen-node:{version}"),
+            "--help",
+        ],
+        &dir,
+    )?;
+    ensure!(help.contains("submission"), "{help}");
+    Ok(())
+}
