@@ -32,9 +32,28 @@ prebuild() {
   done
 }
 
+# The lint gate: formatting, clippy's warnings (with the official LoadGen
+# too) and rustdoc's (broken links) fail the run like a failing test; the
+# tests run either way, so one run shows everything.
+lint() {
+  local target=${CARGO_TARGET_DIR:-target}
+  local failed=0
+  cargo fmt --all --check || failed=1
+  cargo clippy --workspace --all-targets --release -- -D warnings || failed=1
+  cargo clippy --release -p loadgen-node --all-targets --features loadgen-node/official \
+    --target-dir "$target/official" -- -D warnings || failed=1
+  RUSTDOCFLAGS="-D warnings -A rustdoc::private-intra-doc-links" \
+    cargo doc --no-deps --workspace --release --document-private-items || failed=1
+  if [ "$failed" != 0 ]; then
+    echo "run-all.sh: the lint gate failed (fmt, clippy -D warnings or rustdoc; above)" >&2
+  fi
+  return "$failed"
+}
+
 status=0
 if command -v cargo-nextest >/dev/null 2>&1; then
   prebuild
+  lint || status=1
   cargo nextest run --workspace --no-fail-fast || status=$?
 elif [ -n "${CI:-}" ]; then
   # Without nextest the test groups of .config/nextest.toml (machine-wide

@@ -82,7 +82,7 @@ pub struct Cli {
     /// Which transports to serve [default: the config file's, else both].
     #[arg(long, value_enum)]
     pub transport: Option<Transport>,
-    /// TOML file with backend, [synthetic], [llm], [onnx], [batching] and
+    /// TOML file with backend, `[synthetic]`, `[llm]`, `[onnx]`, `[batching]` and
     /// other settings.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,

@@ -14,18 +14,18 @@ use netdiv_proto::Benchmark;
 #[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
-    /// Open connections per transport; more are refused [256].
+    /// Open connections per transport; more are refused \[256\].
     pub max_connections: Option<usize>,
-    /// Concurrent streams per connection [256].
+    /// Concurrent streams per connection \[256\].
     pub max_streams_per_connection: Option<u32>,
     /// Samples held (received, not yet answered) across all clients;
-    /// more are declined [65536].
+    /// more are declined \[65536\].
     pub max_samples_held: Option<u64>,
     /// Decoded sample bytes held across all clients; more are declined
     /// [the larger of 1 GiB and 8 QDL windows of the benchmark].
     pub max_bytes_held: Option<u64>,
     /// Answers of one stream its client has not read yet; the node stops
-    /// reading that stream's queries until it does [16384].
+    /// reading that stream's queries until it does \[16384\].
     pub max_unread_answers: Option<usize>,
 }
 

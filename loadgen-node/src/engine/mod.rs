@@ -14,7 +14,7 @@
 //! * [`results`] and [`early_stopping`]: latencies, percentiles, the
 //!   verdict;
 //! * [`logs`]: the four MLPerf log files;
-//! * [`start_test`]: the whole test (the official `StartTest`) that runs
+//! * [`start_test`](mod@start_test): the whole test (the official `StartTest`) that runs
 //!   them.
 
 pub mod completion;

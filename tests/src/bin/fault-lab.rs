@@ -40,7 +40,7 @@ struct Cli {
     #[arg(long, default_value_t = 1000)]
     rate_mbit: u64,
     /// Faults instead of the generated schedule:
-    /// SECONDS:ACTION:NODE[:MBIT],... with ACTION kill, term, restart,
+    /// `SECONDS:ACTION:NODE[:MBIT],...` with ACTION kill, term, restart,
     /// impostor, stop, cont, down, up or rate.
     #[arg(long)]
     faults: Option<String>,

@@ -3,7 +3,7 @@
 //!
 //! The load is the ResNet-50-shaped graph of the `onnx` wheel's backend
 //! test data (light_resnet50.onnx: ResNet-50's layers with constant
-//! weights, input float32[1,3,224,224]) on ONNX Runtime's CPU execution
+//! weights, input `float32[1,3,224,224]`) on ONNX Runtime's CPU execution
 //! provider, fetched by deploy/onnxruntime/fetch.sh. Samples are 150528-byte
 //! uint8 images; each node converts them to float32 (its pre-processing).
 //! Three setups, with the same number of single-threaded ONNX Runtime

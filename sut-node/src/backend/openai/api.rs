@@ -261,7 +261,7 @@ pub struct StreamReader {
     api: EngineApi,
     /// Ids received so far (SGLang repeats them in each event).
     received: usize,
-    /// The last event was read ([DONE] may follow).
+    /// The last event was read (`[DONE]` may follow).
     ended: bool,
     /// How SGLang's `output_ids` count, once an event has shown it.
     sglang_ids: Option<SglangIds>,
