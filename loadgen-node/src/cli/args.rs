@@ -209,21 +209,9 @@ pub struct CheckArgs {
 
 #[derive(Debug, Args)]
 pub struct PackArgs {
-    /// The submission root (the folder holding network/).
-    #[arg(long, value_name = "DIR", default_value = "submission")]
-    pub input: PathBuf,
-    /// The round whose checker version applies [default: the current].
-    #[arg(long, value_name = "ROUND")]
-    pub round: Option<Round>,
-    /// The submitter whose tree is packed.
-    #[arg(long)]
-    pub submitter: String,
-    /// A mlcommons/inference checkout holding the checker.
-    #[arg(long, value_name = "DIR", env = "NETDIV_INFERENCE_REPO")]
-    pub inference: Option<PathBuf>,
-    /// Python 3 for the checker.
-    #[arg(long, value_name = "PATH", default_value = "python3")]
-    pub python: PathBuf,
+    /// The tree, its round and submitter, and the checker run on it first.
+    #[command(flatten)]
+    pub check: CheckArgs,
     /// The archive to write [default: SUBMITTER.tar.gz].
     #[arg(long, value_name = "FILE")]
     pub archive: Option<PathBuf>,

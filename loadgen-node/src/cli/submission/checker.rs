@@ -203,21 +203,26 @@ fn group(output: &str, level: &str) -> BTreeMap<String, (usize, String)> {
     groups
 }
 
-/// `loadgen-node check`: the checker's verdict on a tree.
-pub fn command(args: &crate::cli::args::CheckArgs) -> Result<()> {
+/// The checker's verdict on the tree `args` name.
+pub fn verdict_of(args: &crate::cli::args::CheckArgs) -> Result<Verdict> {
     let inference = args.inference.clone().ok_or_else(|| {
         anyhow::anyhow!(
             "name a mlcommons/inference checkout: --inference DIR or NETDIV_INFERENCE_REPO=DIR"
         )
     })?;
     let round = args.round.unwrap_or(Round::CURRENT);
-    let verdict = run(
+    run(
         &inference,
         &args.input,
         round,
         &args.submitter,
         &args.python,
-    )?;
+    )
+}
+
+/// `loadgen-node check`: the checker's verdict on a tree.
+pub fn command(args: &crate::cli::args::CheckArgs) -> Result<()> {
+    let verdict = verdict_of(args)?;
     print!("{}", verdict.render());
     if !verdict.passed() {
         bail!("the official submission checker found errors (listed above)");

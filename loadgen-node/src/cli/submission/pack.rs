@@ -8,7 +8,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use loadgen_node::round::Round;
 use sha2::{Digest, Sha256};
 
 use super::checker;
@@ -16,12 +15,13 @@ use crate::cli::args::PackArgs;
 
 /// `loadgen-node pack`.
 pub fn command(args: &PackArgs) -> Result<()> {
-    let tree = args.input.join("network").join(&args.submitter);
+    let check = &args.check;
+    let tree = check.input.join("network").join(&check.submitter);
     if !tree.is_dir() {
         bail!(
             "{} is not a submission tree: no network/{} in it",
-            args.input.display(),
-            args.submitter
+            check.input.display(),
+            check.submitter
         );
     }
     let reasons = rehearsal_reasons(&tree)?;
@@ -32,20 +32,7 @@ pub fn command(args: &PackArgs) -> Result<()> {
             reasons.join("\n  ")
         );
     }
-    let inference = args.inference.clone().ok_or_else(|| {
-        anyhow::anyhow!(
-            "pack runs the official checker first: name a mlcommons/inference checkout \
-             (--inference DIR or NETDIV_INFERENCE_REPO=DIR)"
-        )
-    })?;
-    let round = args.round.unwrap_or(Round::CURRENT);
-    let verdict = checker::run(
-        &inference,
-        &args.input,
-        round,
-        &args.submitter,
-        &args.python,
-    )?;
+    let verdict = checker::verdict_of(check)?;
     if !verdict.passed() {
         print!("{}", verdict.render());
         bail!("the official submission checker found errors (listed above): nothing was packed");
@@ -53,8 +40,8 @@ pub fn command(args: &PackArgs) -> Result<()> {
     let archive = args
         .archive
         .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("{}.tar.gz", args.submitter)));
-    let hash = write_archive(&args.input, &args.submitter, &archive)?;
+        .unwrap_or_else(|| PathBuf::from(format!("{}.tar.gz", check.submitter)));
+    let hash = write_archive(&check.input, &check.submitter, &archive)?;
     println!("packed {} (sha256 {hash})", archive.display());
     Ok(())
 }
