@@ -86,3 +86,48 @@ fn set_up() -> Result<PathBuf> {
     }
     Ok(python)
 }
+
+/// The program `program` of the PyPI package `package`, installed once
+/// into a virtual environment of its own under the cache
+/// (`netdiv/tools/PACKAGE`), so a fresh machine needs nothing by hand.
+pub fn pypi_tool(package: &str, program: &str) -> Result<PathBuf> {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .ok_or_else(|| anyhow!("neither XDG_CACHE_HOME nor HOME is set"))?
+        .join("netdiv/tools");
+    std::fs::create_dir_all(&cache)
+        .with_context(|| format!("cannot create {}", cache.display()))?;
+    let lock = std::fs::File::create(cache.join(format!(".{package}.lock")))?;
+    // SAFETY: a valid descriptor; the lock is released when `lock` closes.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        bail!("cannot lock the cache of {package}");
+    }
+    let venv = cache.join(package);
+    let tool = venv.join("bin").join(program);
+    if tool.is_file() {
+        return Ok(tool);
+    }
+    let run = |cmd: &mut Command, what: &str| -> Result<()> {
+        let out = cmd.output().with_context(|| format!("cannot {what}"))?;
+        if !out.status.success() {
+            bail!("{what} failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(())
+    };
+    run(
+        Command::new("python3").args(["-m", "venv"]).arg(&venv),
+        "create a Python virtual environment",
+    )?;
+    run(
+        Command::new(venv.join("bin/python3")).args(["-m", "pip", "install", "--quiet", package]),
+        &format!("pip install {package}"),
+    )?;
+    if !tool.is_file() {
+        bail!(
+            "pip installed {package} but {} is not there",
+            tool.display()
+        );
+    }
+    Ok(tool)
+}

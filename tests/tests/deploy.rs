@@ -743,3 +743,114 @@ fn release_artefacts_install_and_their_nodes_answer() -> Result<()> {
     ensure!(help.contains("submission"), "{help}");
     Ok(())
 }
+
+/// `kubectl kustomize` of a folder of deploy/k8s.
+fn kustomize(dir: &str) -> Result<String> {
+    checked("kubectl", &["kustomize", dir], &workspace_root())
+}
+
+/// deploy/k8s renders (base and TLS overlay) with `kubectl kustomize`,
+/// every resource validates against the Kubernetes schemas
+/// (`kubernetes-validate --strict`, which must also catch a broken one),
+/// the nodes' probes ask the node's own health service, and every flag
+/// the manifests give the programs is one they take.
+#[test]
+fn kubernetes_manifests_render_and_validate_against_the_schemas() -> Result<()> {
+    if Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+        .is_err()
+    {
+        return skip_unless_ci("kubectl");
+    }
+    let validate = netdiv_tests::python::pypi_tool("kubernetes-validate", "kubernetes-validate")?;
+    let dir = test_dir("k8s")?;
+    let mut rendered = Vec::new();
+    for (name, folder) in [
+        ("base", "deploy/k8s/base"),
+        ("tls", "deploy/k8s/overlays/tls"),
+    ] {
+        let text = kustomize(folder)?;
+        let file = dir.join(format!("{name}.yaml"));
+        std::fs::write(&file, &text)?;
+        rendered.push((file, text));
+    }
+    let check = |file: &Path| -> Result<(bool, String)> {
+        let out = Command::new(&validate)
+            .args(["--strict", "--quiet"])
+            .arg(file)
+            .output()?;
+        Ok((
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        ))
+    };
+    for (file, text) in &rendered {
+        let (ok, said) = check(file)?;
+        ensure!(ok, "{} does not validate:\n{said}", file.display());
+        for kind in [
+            "kind: Service",
+            "kind: StatefulSet",
+            "kind: Job",
+            "kind: ConfigMap",
+        ] {
+            ensure!(text.contains(kind), "no {kind} in {}", file.display());
+        }
+        ensure!(
+            text.matches("service: netdiv.v1.SutNode").count() == 2,
+            "the startup and readiness probes must ask the node's health service:\n{text}"
+        );
+    }
+    // The validator can fail: a StatefulSet whose replicas is not a number.
+    let broken = dir.join("broken.yaml");
+    std::fs::write(
+        &broken,
+        rendered[0].1.replace("replicas: 3", "replicas: three"),
+    )?;
+    let (ok, said) = check(&broken)?;
+    ensure!(
+        !ok && said.contains("spec.replicas"),
+        "a broken manifest passed:\n{said}"
+    );
+    // The TLS overlay gives the node its certificate and the LoadGen the CA.
+    let tls = &rendered[1].1;
+    for flag in ["--tls-cert=", "--tls-key=", "--tls-ca="] {
+        ensure!(tls.contains(flag), "the TLS overlay lacks {flag}");
+    }
+    // Every flag in the manifests is one the programs take.
+    let help = |program: PathBuf, args: &[&str]| -> Result<String> {
+        Ok(
+            String::from_utf8_lossy(&Command::new(program).args(args).output()?.stdout)
+                .into_owned(),
+        )
+    };
+    let node_help = help(sut_node_bin()?, &["--help"])?;
+    let run_help = help(loadgen_node_bin()?, &["run", "--help"])?;
+    for (_, text) in &rendered {
+        for flag in text
+            .split(|c: char| c.is_whitespace() || c == '"')
+            .filter(|w| {
+                w.starts_with("--") && w[2..].starts_with(|c: char| c.is_ascii_alphabetic())
+            })
+            .map(|w| w.split('=').next().unwrap_or(w))
+        {
+            ensure!(
+                node_help.contains(flag) || run_help.contains(flag),
+                "{flag} is in the manifests but neither program takes it"
+            );
+        }
+    }
+    let config = sut_node::config::FileConfig::load(
+        &workspace_root().join("deploy/k8s/base/sut-node.toml"),
+    )?;
+    ensure!(
+        config.benchmark.is_some(),
+        "the node config names no benchmark"
+    );
+    Ok(())
+}
