@@ -105,9 +105,20 @@ pub fn pypi_tool(package: &str, program: &str) -> Result<PathBuf> {
     }
     let venv = cache.join(package);
     let tool = venv.join("bin").join(program);
-    if tool.is_file() {
-        return Ok(tool);
+    if !tool.is_file() {
+        install(&venv, package)?;
     }
+    if !tool.is_file() {
+        bail!(
+            "pip installed {package} but {} is not there",
+            tool.display()
+        );
+    }
+    Ok(tool)
+}
+
+/// A virtual environment at `venv` with `package` installed by pip.
+fn install(venv: &std::path::Path, package: &str) -> Result<()> {
     let run = |cmd: &mut Command, what: &str| -> Result<()> {
         let out = cmd.output().with_context(|| format!("cannot {what}"))?;
         if !out.status.success() {
@@ -116,18 +127,11 @@ pub fn pypi_tool(package: &str, program: &str) -> Result<PathBuf> {
         Ok(())
     };
     run(
-        Command::new("python3").args(["-m", "venv"]).arg(&venv),
+        Command::new("python3").args(["-m", "venv"]).arg(venv),
         "create a Python virtual environment",
     )?;
     run(
         Command::new(venv.join("bin/python3")).args(["-m", "pip", "install", "--quiet", package]),
         &format!("pip install {package}"),
-    )?;
-    if !tool.is_file() {
-        bail!(
-            "pip installed {package} but {} is not there",
-            tool.display()
-        );
-    }
-    Ok(tool)
+    )
 }

@@ -746,7 +746,7 @@ fn release_artefacts_install_and_their_nodes_answer() -> Result<()> {
 
 /// `kubectl kustomize` of a folder of deploy/k8s.
 fn kustomize(dir: &str) -> Result<String> {
-    checked("kubectl", &["kustomize", dir], &workspace_root())
+    checked("kubectl", &["kustomize", dir], workspace_root())
 }
 
 /// deploy/k8s renders (base and TLS overlay) with `kubectl kustomize`,
