@@ -731,6 +731,35 @@ fn llama_cpp_with_prompt_caching_forced_on_is_caught_at_start_and_refused_by_sub
             format!("grpc://{}", node.grpc.context("gRPC address")?),
         ]);
     }
+    // The preflight alone names the caching node on a FAIL line, in seconds.
+    let mut preflight = args.clone();
+    preflight[0] = "preflight".into();
+    let exited = run_with_deadline(
+        std::process::Command::new(loadgen_node_official_bin()?)
+            .args(&preflight)
+            .current_dir(&dir)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::fs::File::create(dir.join("preflight.out"))?)
+            .stderr(std::fs::File::create(dir.join("preflight.err"))?),
+        Duration::from_secs(120),
+    )?;
+    let said = std::fs::read_to_string(dir.join("preflight.out"))?;
+    let fails = |node: &str| {
+        said.lines().any(|l| {
+            l.contains("FAIL")
+                && l.contains(node)
+                && l.contains("reuses cached prompts across queries")
+        })
+    };
+    ensure!(
+        !exited.timed_out
+            && !exited.status.success()
+            && fails("(cache-on)")
+            && !fails("(cache-off)"),
+        "the preflight did not fail on the caching node alone ({}):\n{said}\n{}",
+        exited.status,
+        std::fs::read_to_string(dir.join("preflight.err"))?
+    );
     let err = std::fs::File::create(dir.join("submission.err"))?;
     let exited = run_with_deadline(
         std::process::Command::new(loadgen_node_official_bin()?)

@@ -1436,6 +1436,30 @@ fn preflight_names_every_condition_a_submission_would_refuse_in_seconds() -> Res
         !dir.path().join("submission").join("network").exists(),
         "the preflight wrote a tree"
     );
+    // A data set that does not load is a FAIL line of its own, and the
+    // checks that need no samples still run beside it.
+    let broken = write_file(dir.path(), "broken.pkl", "\u{80}not a pickle")?;
+    let mut args = plain_submission_args(&kit, "resnet50", "v5.0");
+    args[0] = "preflight".into();
+    args.extend(["--scenario", "Offline", "--data-dir"].map(String::from));
+    args.push(broken.display().to_string());
+    args.extend(node_flags(&nodes));
+    let (ok, stdout, stderr) = run(&kit.official, &args, dir.path(), Duration::from_secs(120))?;
+    assert!(
+        !ok,
+        "the preflight passed a broken data set:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.contains("FAIL  the data set does not load")
+                && l.contains(&format!("--data-dir {}", broken.display()))),
+        "no FAIL line for the data set:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("ok    2 node(s) answer") && stdout.contains("no --diagram FILE was given"),
+        "the other checks did not run beside the data set's:\n{stdout}"
+    );
     drop(nodes);
     Ok(())
 }

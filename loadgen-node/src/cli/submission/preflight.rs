@@ -120,15 +120,9 @@ pub fn run(plan: &RunPlan, inputs: &Inputs<'_>) -> Result<Preflight> {
             }),
         })
         .collect();
-    let qsl = plan.qsl()?;
-    match data_loads(qsl.store.source()) {
-        Ok(loaded) => held.push(loaded),
-        Err(e) => errors.push(e),
-    }
     let mut findings = rules::separate_machines(&sut_node::nic::host(), &facts);
     findings.extend(rules::real_data_path(&facts));
     findings.extend(rules::real_backends(&facts));
-    findings.extend(rules::real_data(qsl.store.source()));
     findings.extend(rules::permitted_fabric(inputs.system));
     findings.extend(rules::approved_compression(
         plan.samples.codec,
@@ -136,14 +130,48 @@ pub fn run(plan: &RunPlan, inputs: &Inputs<'_>) -> Result<Preflight> {
         inputs.compression_approved,
     ));
     findings.extend(rules::diagram(inputs.diagram));
-    let paths: Vec<_> = nodes
-        .iter()
-        .zip(&addresses)
-        .map(|((_, info), a)| data_path::data_path(info, *a))
-        .collect();
-    let rate = data_path::loadgen_rate_bytes_per_s(&paths);
-    let (total, performance) = plan.counts(qsl.store.source().count())?;
     let mut warnings = plan.conf_warnings()?;
+    // A data set that does not load is one FAIL line among the others, so
+    // one preflight says everything; the checks that need its samples wait.
+    match plan.qsl() {
+        Ok(qsl) => {
+            let paths: Vec<_> = nodes
+                .iter()
+                .zip(&addresses)
+                .map(|((_, info), a)| data_path::data_path(info, *a))
+                .collect();
+            let rate = data_path::loadgen_rate_bytes_per_s(&paths);
+            match data_loads(qsl.store.source()) {
+                Ok(loaded) => held.push(loaded),
+                Err(e) => errors.push(e),
+            }
+            findings.extend(rules::real_data(qsl.store.source()));
+            let (more, said) = scenario_checks(plan, inputs, &qsl, rate)?;
+            findings.extend(more);
+            warnings.extend(said);
+        }
+        Err(e) => errors.push(format!("the data set does not load: {e:#}")),
+    }
+    Ok(Preflight {
+        nodes,
+        findings,
+        errors,
+        warnings,
+        held,
+    })
+}
+
+/// Per scenario: the Offline floor, the rules' bandwidth at the target
+/// throughput, and settings that make a run needlessly long.
+fn scenario_checks(
+    plan: &RunPlan,
+    inputs: &Inputs<'_>,
+    qsl: &loadgen_node::sut::network::StoreQsl,
+    rate: Option<f64>,
+) -> Result<(Vec<Finding>, Vec<String>)> {
+    let (total, performance) = plan.counts(qsl.store.source().count())?;
+    let mut findings = Vec::new();
+    let mut warnings = Vec::new();
     for scenario in inputs.scenarios {
         let settings = plan.settings(loadgen_scenario(scenario), None)?;
         let effective = EffectiveSettings::new(&settings, performance as u64, total as u64);
@@ -155,16 +183,10 @@ pub fn run(plan: &RunPlan, inputs: &Inputs<'_>) -> Result<Preflight> {
                 floor,
             ));
         }
-        findings.extend(bandwidth(plan, scenario, &settings, &qsl, rate));
+        findings.extend(bandwidth(plan, scenario, &settings, qsl, rate));
         warnings.extend(long_or_unreachable(scenario, &settings));
     }
-    Ok(Preflight {
-        nodes,
-        findings,
-        errors,
-        warnings,
-        held,
-    })
+    Ok((findings, warnings))
 }
 
 /// Every node answered Info: their names, backends and software.
