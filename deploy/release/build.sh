@@ -53,8 +53,10 @@ version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' "$re
 [[ -n $version ]] || die "no [workspace.package] version in Cargo.toml"
 target=${CARGO_TARGET_DIR:-$repo/target}
 if [[ -z $sut_bin ]]; then
+    # Both daemons in one build, as tests/run-all.sh builds them: the same
+    # feature set, so a checkout already built builds nothing again.
     say "building sut-node (cargo build --release)"
-    (cd "$repo" && cargo build --release -p sut-node --bin sut-node)
+    (cd "$repo" && cargo build --release -p loadgen-node --bin loadgen-node -p sut-node --bin sut-node)
     sut_bin=$target/release/sut-node
 fi
 if [[ -z $loadgen_bin ]]; then

@@ -542,23 +542,18 @@ fn release_artefacts_install_and_their_nodes_answer() -> Result<()> {
         return skip_unless_ci("a Docker engine");
     }
     let dir = test_dir("release")?;
-    let out = dir.join("artefacts");
-    let script = workspace_root().join("deploy/release/build.sh");
-    let official = netdiv_tests::binaries::loadgen_node_official_bin()?;
-    let (sut, official) = (sut_node_bin()?, official);
-    checked(
-        "bash",
-        &[
-            script.to_str().context("utf-8")?,
-            "--out",
-            out.to_str().context("utf-8")?,
-            "--sut-node-bin",
-            sut.to_str().context("utf-8")?,
-            "--loadgen-node-bin",
-            official.to_str().context("utf-8")?,
-        ],
-        &dir,
-    )?;
+    // The README's command, run as written from the checkout: it builds the
+    // daemons as tests/run-all.sh does (nothing to do once they are built)
+    // and writes into target/release-artefacts.
+    let command = "bash deploy/release/build.sh";
+    let readme = std::fs::read_to_string(workspace_root().join("README.md"))?;
+    ensure!(
+        readme.contains(&format!("`{command}`")),
+        "the README's Install section no longer says `{command}`"
+    );
+    let root_dir = workspace_root();
+    checked("bash", &["-c", command], root_dir)?;
+    let out = root_dir.join("target/release-artefacts");
     let version = env!("CARGO_PKG_VERSION");
     checked("sha256sum", &["-c", "SHA256SUMS"], &out)?;
 
@@ -630,7 +625,8 @@ fn release_artefacts_install_and_their_nodes_answer() -> Result<()> {
 
     // The tarball: its node, asked by its own loadgen-node.
     let name = format!("netdiv-{version}-x86_64-linux");
-    checked("tar", &["-xzf", &format!("artefacts/{name}.tar.gz")], &dir)?;
+    let tarball = out.join(format!("{name}.tar.gz"));
+    checked("tar", &["-xzf", tarball.to_str().context("utf-8")?], &dir)?;
     let unpacked = dir.join(&name);
     let requirements = std::fs::read_to_string(unpacked.join("REQUIREMENTS.txt"))?;
     ensure!(requirements.contains("need glibc 2."), "{requirements}");
@@ -711,7 +707,10 @@ fn release_artefacts_install_and_their_nodes_answer() -> Result<()> {
     let answered = (|| -> Result<serde_json::Value> {
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         loop {
-            match node_answers(&official, &format!("grpc://127.0.0.1:{port}")) {
+            match node_answers(
+                &unpacked.join("bin/loadgen-node"),
+                &format!("grpc://127.0.0.1:{port}"),
+            ) {
                 Ok(fields) => return Ok(fields),
                 Err(e) if std::time::Instant::now() > deadline => return Err(e),
                 Err(_) => std::thread::sleep(Duration::from_millis(300)),
