@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 /// Flags of the whole program (`--log-level`, `--log-format`): they may
 /// come before the subcommand, and a child takes them too.
@@ -107,6 +107,29 @@ pub fn run_command(subcommand: &str, drop: &[(&str, bool)]) -> Result<Command> {
         drop,
     ));
     Ok(command)
+}
+
+/// Runs `command` with its output in `log`; on failure the error names
+/// the log and carries its last lines, where the child said why.
+pub fn run_logged(mut command: Command, what: &str, log: &Path) -> Result<()> {
+    let file =
+        std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
+    let status = command
+        .stdout(file.try_clone()?)
+        .stderr(file)
+        .status()
+        .context("cannot start a child run")?;
+    if !status.success() {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let mut tail: Vec<&str> = text.lines().rev().take(8).collect();
+        tail.reverse();
+        bail!(
+            "the {what} run failed ({status}); its output is in {}:\n{}",
+            log.display(),
+            tail.join("\n")
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -230,23 +230,7 @@ fn child_run(
     for node in nodes {
         command.args(["--sut-node", node]);
     }
-    let log_path = output.join("loadgen-node.log");
-    let log = std::fs::File::create(&log_path)
-        .with_context(|| format!("cannot create {}", log_path.display()))?;
-    let status = command
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .status()
-        .context("cannot start a child run")?;
-    if !status.success() {
-        let text = std::fs::read_to_string(&log_path).unwrap_or_default();
-        let tail: Vec<&str> = text.lines().rev().take(8).collect();
-        bail!(
-            "the {scenario} run failed ({status}): {}",
-            tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
-        );
-    }
-    Ok(())
+    super::child::run_logged(command, scenario, &output.join("loadgen-node.log"))
 }
 
 /// The audit's own user.conf: short runs the compose lab's nodes pass

@@ -187,22 +187,11 @@ impl ScenarioRuns<'_> {
         std::fs::create_dir_all(&out)
             .with_context(|| format!("cannot create {}", out.display()))?;
         println!("  {} {name}: running ({mode})", self.scenario);
-        let log = std::fs::File::create(out.join("loadgen-node.log"))?;
-        let status = command
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .status()
-            .context("cannot start a child run")?;
-        if !status.success() {
-            let text = std::fs::read_to_string(out.join("loadgen-node.log")).unwrap_or_default();
-            let tail: Vec<&str> = text.lines().rev().take(6).collect();
-            bail!(
-                "the {} {name} run failed ({status}); its output is in {}:\n{}",
-                self.scenario,
-                out.join("loadgen-node.log").display(),
-                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-            );
-        }
+        crate::cli::child::run_logged(
+            command,
+            &format!("{} {name}", self.scenario),
+            &out.join("loadgen-node.log"),
+        )?;
         tree::mark_finished(&out, &fingerprint)?;
         Ok(out)
     }
