@@ -7,7 +7,6 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use netdiv_proto::transport::{NODE_DRAIN_TIMEOUT, NODE_SERVER_CLOSE_TIMEOUT};
-use sut_node::backend::NodeBackend;
 use sut_node::config::{Cli, NodeConfig, Transport};
 use sut_node::node::{Node, NodeSettings};
 use sut_node::server::{grpc, quic};
@@ -185,23 +184,16 @@ async fn start_servers(
 /// Time between two health checks of a serving engine.
 const ENGINE_HEALTH_POLL: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// For a serving engine: the node's health follows the engine's, checked
-/// every [`ENGINE_HEALTH_POLL`], and a change is logged.
+/// For a device with its own health (a serving engine): the node's health
+/// follows it, checked every [`ENGINE_HEALTH_POLL`], and a change is logged.
 fn watch_engine_health(node: &Arc<Node>, health: HealthReporter) -> Option<JoinHandle<()>> {
-    let NodeBackend::Engine(engine) = node.backend().clone() else {
-        return None;
-    };
+    let probe = node.device().clone().health()?;
     let name = node.settings().name.clone();
     Some(tokio::spawn(async move {
         let mut serving = true;
         loop {
             tokio::time::sleep(ENGINE_HEALTH_POLL).await;
-            let probe = engine.clone();
-            let healthy = engine
-                .client()
-                .spawn(async move { probe.client().healthy().await })
-                .await
-                .unwrap_or(false);
+            let healthy = probe().await;
             if healthy != serving {
                 serving = healthy;
                 if healthy {

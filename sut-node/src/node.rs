@@ -18,10 +18,9 @@ use netdiv_proto::sample::{
 use netdiv_proto::{pb, Benchmark, Direction};
 use tokio::sync::{mpsc::UnboundedSender, watch};
 
-use crate::backend::llm::driver::{run_device, SequenceSource, TokenEvent};
+use crate::backend::device::{BatchDevice, Device, DeviceEvent, DeviceQueue, Sink};
 use crate::backend::llm::LlmBackend;
-use crate::backend::openai::{driver as engine_driver, OpenaiBackend};
-use crate::backend::{Backend, BackendConfig, BackendError, NodeBackend};
+use crate::backend::{check_benchmark, Backend, BackendConfig, BackendError};
 use crate::batcher::BatchPolicy;
 use crate::limits::Limits;
 use crate::metrics::NodeMetrics;
@@ -47,16 +46,27 @@ pub struct NodeSettings {
     pub limits: Limits,
 }
 
-struct WorkItem {
+/// One accepted sample on its way through a device: its decoded input,
+/// and where its answer goes.
+pub struct WorkItem {
     response_id: u64,
     data: Bytes,
     reply: ReplyTo,
 }
 
+impl AsRef<[u8]> for WorkItem {
+    fn as_ref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+/// What a node's device threads run: any backend.
+pub type NodeDevice = Arc<dyn Device<WorkItem>>;
+
 /// A running node: device threads behind a shared queue.
 pub struct Node {
     settings: NodeSettings,
-    backend: NodeBackend,
+    device: NodeDevice,
     queue: Mutex<Option<mpsc::Sender<WorkItem>>>,
     accepting: AtomicBool,
     /// Set by `stop_devices`: token sequences still running are dropped.
@@ -76,22 +86,22 @@ impl Node {
     /// Starts the device threads of a batch backend. The backend is not
     /// checked against the benchmark: [`Node::launch`] does that.
     pub fn start(settings: NodeSettings, backend: Arc<dyn Backend>) -> Arc<Node> {
-        Node::start_unchecked(settings, NodeBackend::Batch(backend))
+        Node::start_unchecked(settings, Arc::new(BatchDevice::new(backend)))
     }
 
     /// Starts the device threads of the synthetic LLM backend: each sample
     /// gets a first-token message, then its completion with `n_tokens`.
     /// Not checked against the benchmark: [`Node::launch`] does that.
     pub fn start_tokens(settings: NodeSettings, backend: Arc<LlmBackend>) -> Arc<Node> {
-        Node::start_unchecked(settings, NodeBackend::Tokens(backend))
+        Node::start_unchecked(settings, backend)
     }
 
     /// Starts a node whose backend answers the way its benchmark is
     /// measured: streamed tokens exactly when it has token latencies, and
     /// an LLM backend built for that very benchmark.
-    pub fn launch(settings: NodeSettings, backend: NodeBackend) -> Result<Arc<Node>, BackendError> {
-        backend.check_benchmark(&settings.benchmark)?;
-        Ok(Node::start_unchecked(settings, backend))
+    pub fn launch(settings: NodeSettings, device: NodeDevice) -> Result<Arc<Node>, BackendError> {
+        check_benchmark(&*device, &settings.benchmark)?;
+        Ok(Node::start_unchecked(settings, device))
     }
 
     /// Starts the backend `config` describes for the node's benchmark
@@ -102,16 +112,16 @@ impl Node {
         settings: NodeSettings,
         config: &BackendConfig,
     ) -> Result<Arc<Node>, BackendError> {
-        let backend = config.build_for(&settings.benchmark)?;
-        Node::launch(settings, backend)
+        let device = config.build_for(&settings.benchmark)?;
+        Node::launch(settings, device)
     }
 
-    fn start_unchecked(settings: NodeSettings, backend: NodeBackend) -> Arc<Node> {
+    fn start_unchecked(settings: NodeSettings, device: NodeDevice) -> Arc<Node> {
         let (tx, rx) = mpsc::channel::<WorkItem>();
-        let devices = backend.devices();
+        let threads = device.threads();
         let node = Arc::new(Node {
             settings,
-            backend,
+            device,
             queue: Mutex::new(Some(tx)),
             accepting: AtomicBool::new(true),
             stopped: AtomicBool::new(false),
@@ -125,18 +135,23 @@ impl Node {
             metrics: Arc::new(NodeMetrics::default()),
         });
         let rx = Arc::new(Mutex::new(rx));
-        let handles = (0..devices)
-            .map(|device| {
+        let handles = (0..threads)
+            .map(|thread| {
                 let node = node.clone();
                 let rx = rx.clone();
                 std::thread::Builder::new()
-                    .name(format!("device-{device}"))
-                    .spawn(move || match node.backend.clone() {
-                        NodeBackend::Batch(backend) => node.device_loop(&*backend, device, &rx),
-                        NodeBackend::Tokens(llm) => node.token_device_loop(&llm, &rx),
-                        NodeBackend::Engine(engine) => {
-                            Node::engine_device_loop(&node, &engine, &rx)
-                        }
+                    .name(format!("device-{thread}"))
+                    .spawn(move || {
+                        let mut queue = SharedQueue {
+                            queue: &rx,
+                            stopped: &node.stopped,
+                            batching: &node.settings.batching,
+                        };
+                        let sink: Sink<WorkItem> = {
+                            let node = node.clone();
+                            Arc::new(move |event| node.device_event(event))
+                        };
+                        node.device.clone().run(thread, &mut queue, &sink);
                     })
                     .expect("spawn device thread")
             })
@@ -151,8 +166,8 @@ impl Node {
     }
 
     /// What runs the model.
-    pub fn backend(&self) -> &NodeBackend {
-        &self.backend
+    pub fn device(&self) -> &NodeDevice {
+        &self.device
     }
 
     /// What the node counts, for its metrics endpoint.
@@ -167,82 +182,19 @@ impl Node {
         let _ = reply.send(message);
     }
 
-    fn device_loop(
-        &self,
-        backend: &dyn Backend,
-        device: usize,
-        rx: &Mutex<mpsc::Receiver<WorkItem>>,
-    ) {
-        loop {
-            let batch = {
-                let Ok(mut rx) = rx.lock() else { return };
-                match self.settings.batching.collect(&mut *rx) {
-                    Some(batch) => batch,
-                    None => return,
-                }
-            };
-            let inputs: Vec<&[u8]> = batch.iter().map(|w| &w.data[..]).collect();
-            let started = std::time::Instant::now();
-            let outputs = backend.run(device, &inputs);
-            self.count_batch(batch.len(), Some(started.elapsed().as_secs_f64()));
-            let mut outputs = outputs.into_iter();
-            for item in batch {
-                let reply = match outputs.next() {
-                    Some(Ok(out)) => {
-                        completion(item.response_id, &out, self.settings.response_codec)
-                    }
-                    Some(Err(e)) => failed_completion(item.response_id, e),
-                    None => failed_completion(item.response_id, "backend returned too few outputs"),
-                };
+    /// Sends what a device produced to the sample's connection.
+    fn device_event(&self, event: DeviceEvent<'_, WorkItem>) {
+        match event {
+            DeviceEvent::Batch { samples, seconds } => self.count_batch(samples, Some(seconds)),
+            DeviceEvent::Output { item, output } => {
+                let reply = completion(item.response_id, &output, self.settings.response_codec);
                 self.answer(&item.reply, reply);
                 self.finish_one(&item);
             }
-        }
-    }
-
-    /// A device of the LLM backend: steps of continuous batching, each
-    /// sample's first token sent as its prefill ends, its completion as
-    /// its last token exists. A sample is in flight until its completion.
-    fn token_device_loop(&self, llm: &LlmBackend, rx: &Mutex<mpsc::Receiver<WorkItem>>) {
-        let mut source = SharedQueue {
-            queue: rx,
-            stopped: &self.stopped,
-        };
-        run_device(
-            llm,
-            &mut source,
-            |w: &WorkItem| &w.data[..],
-            |event| self.token_event(event),
-        );
-    }
-
-    /// The device of a serving engine: a request per sample, its first
-    /// token and completion sent as the engine streams them.
-    fn engine_device_loop(
-        node: &Arc<Node>,
-        engine: &Arc<OpenaiBackend>,
-        rx: &Mutex<mpsc::Receiver<WorkItem>>,
-    ) {
-        let mut source = SharedQueue {
-            queue: rx,
-            stopped: &node.stopped,
-        };
-        let sink_node = node.clone();
-        engine_driver::run_device(
-            engine,
-            &mut source,
-            |w: &WorkItem| &w.data[..],
-            Arc::new(move |event| sink_node.token_event(event)),
-        );
-    }
-
-    /// Sends what a token device produced to the sample's connection.
-    fn token_event(&self, event: TokenEvent<'_, WorkItem>) {
-        match event {
-            TokenEvent::FirstToken { item, token } => {
+            DeviceEvent::FirstToken { item, token } => {
                 self.answer(&item.reply, first_token_message(item.response_id, token));
             }
-            TokenEvent::Done {
+            DeviceEvent::Done {
                 item,
                 tokens,
                 n_tokens,
@@ -257,7 +209,7 @@ impl Node {
                 self.samples_run.fetch_add(1, Ordering::Relaxed);
                 self.finish_one(&item);
             }
-            TokenEvent::Failed { item, error } => {
+            DeviceEvent::Failed { item, error } => {
                 let message = format!("sample {}: {error}", item.response_id);
                 tracing::warn!(
                     node = %self.settings.name,
@@ -267,7 +219,7 @@ impl Node {
                 self.answer(&item.reply, failed_completion(item.response_id, message));
                 self.finish_one(&item);
             }
-            TokenEvent::Step { sequences } => {
+            DeviceEvent::Step { sequences } => {
                 self.batches_run.fetch_add(1, Ordering::Relaxed);
                 self.largest_batch
                     .fetch_max(sequences as u32, Ordering::Relaxed);
@@ -374,10 +326,7 @@ impl Node {
     /// when fewer.
     fn capacity(&self) -> u64 {
         let limit = self.settings.limits.max_samples_held;
-        match &self.backend {
-            NodeBackend::Engine(engine) => engine.capacity().min(limit),
-            _ => limit,
-        }
+        self.device.capacity().map_or(limit, |c| c.min(limit))
     }
 
     /// Stops taking new samples; those already queued still run.
@@ -412,17 +361,16 @@ impl Node {
     /// `max_sequences`, `samples_run` the samples completed.
     pub fn info(&self, nics: Vec<pb::Nic>) -> pb::NodeInfo {
         let s = &self.settings;
-        let (max_batch_size, max_batch_wait_us) = match &self.backend {
-            NodeBackend::Batch(_) => (s.batching.max_batch_size, s.batching.max_wait_us),
-            NodeBackend::Tokens(llm) => (llm.config().max_sequences, 0),
-            NodeBackend::Engine(engine) => (engine.config().max_in_flight, 0),
+        let (max_batch_size, max_batch_wait_us) = match self.device.own_batch_size() {
+            Some(size) => (size, 0),
+            None => (s.batching.max_batch_size, s.batching.max_wait_us),
         };
         pb::NodeInfo {
             name: s.name.clone(),
             software_version: env!("CARGO_PKG_VERSION").into(),
             protocol_version: netdiv_proto::PROTOCOL_VERSION,
-            backend: self.backend.kind().into(),
-            backend_detail: self.backend.detail(),
+            backend: self.device.kind().into(),
+            backend_detail: self.device.detail(),
             nics,
             codecs: s
                 .benchmark
@@ -451,15 +399,22 @@ impl Node {
     }
 }
 
-/// The node's queue as a device of the LLM backend sees it. A busy
-/// device only takes what it can without blocking: when another, idle,
-/// device is waiting on the queue, new samples go to that one.
+/// The node's queue as a device thread sees it. A busy token device only
+/// takes what it can without blocking: when another, idle, device is
+/// waiting on the queue, new samples go to that one. Batches are collected
+/// by the node's batching policy.
 struct SharedQueue<'a> {
     queue: &'a Mutex<mpsc::Receiver<WorkItem>>,
     stopped: &'a AtomicBool,
+    batching: &'a BatchPolicy,
 }
 
-impl SequenceSource<WorkItem> for SharedQueue<'_> {
+impl DeviceQueue<WorkItem> for SharedQueue<'_> {
+    fn batch(&mut self) -> Option<Vec<WorkItem>> {
+        let mut queue = self.queue.lock().ok()?;
+        self.batching.collect(&mut *queue)
+    }
+
     fn wait(&mut self) -> Option<WorkItem> {
         self.queue.lock().ok()?.recv().ok()
     }
@@ -659,7 +614,9 @@ mod tests {
 
     #[test]
     fn backends_that_do_not_fit_the_benchmark_are_refused() {
-        let batch = NodeBackend::Batch(Arc::new(SyntheticBackend::new(SyntheticConfig::default())));
+        let batch: NodeDevice = Arc::new(BatchDevice::new(Arc::new(SyntheticBackend::new(
+            SyntheticConfig::default(),
+        ))));
         let e = Node::launch(settings("deepseek-r1"), batch).err().unwrap();
         assert!(matches!(e, BackendError::NotStreaming { .. }), "{e}");
         let llm = crate::backend::llm::LlmBackend::new(
@@ -667,16 +624,14 @@ mod tests {
             &Benchmark::parse("llama2-70b").unwrap(),
         )
         .unwrap();
-        let e = Node::launch(settings("bert"), NodeBackend::Tokens(Arc::new(llm)))
-            .err()
-            .unwrap();
+        let e = Node::launch(settings("bert"), Arc::new(llm)).err().unwrap();
         assert!(matches!(e, BackendError::NotATokenModel { .. }), "{e}");
         let llm = crate::backend::llm::LlmBackend::new(
             Default::default(),
             &Benchmark::parse("llama2-70b").unwrap(),
         )
         .unwrap();
-        let e = Node::launch(settings("mixtral-8x7b"), NodeBackend::Tokens(Arc::new(llm)))
+        let e = Node::launch(settings("mixtral-8x7b"), Arc::new(llm))
             .err()
             .unwrap();
         assert_eq!(

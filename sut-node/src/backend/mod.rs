@@ -2,9 +2,11 @@
 //! and gives one output (or a per-sample error) per input; the synthetic
 //! LLM backend ([`llm`]) and a serving engine over HTTP ([`openai`])
 //! instead stream each sample's tokens, for the benchmarks that measure
-//! token latencies. Backends run on the node's device threads; they know
-//! nothing of transports or batching policy.
+//! token latencies. Each is a [`device::Device`], the one interface the
+//! node's device threads run; backends know nothing of transports or
+//! batching policy.
 
+pub mod device;
 pub mod llm;
 pub mod onnx;
 pub mod openai;
@@ -16,6 +18,7 @@ use std::sync::Arc;
 use netdiv_proto::Benchmark;
 use serde::{Deserialize, Serialize};
 
+use self::device::{BatchDevice, Device, SampleError, Work};
 use self::llm::{LlmBackend, LlmConfig, LlmConfigError};
 use self::onnx::{OnnxBackend, OnnxConfig, OnnxError};
 use self::openai::{OpenaiBackend, OpenaiConfig, OpenaiError};
@@ -30,7 +33,7 @@ pub trait Backend: Send + Sync + 'static {
     /// How many batches can run at once (devices).
     fn devices(&self) -> usize;
     /// Runs one batch on `device`; returns one result per input, in order.
-    fn run(&self, device: usize, inputs: &[&[u8]]) -> Vec<Result<Vec<u8>, String>>;
+    fn run(&self, device: usize, inputs: &[&[u8]]) -> Vec<Result<Vec<u8>, SampleError>>;
 }
 
 /// Which backend a node runs.
@@ -81,72 +84,24 @@ pub struct BackendConfig {
     pub openai: OpenaiConfig,
 }
 
-/// A started backend, as the node runs it.
-#[derive(Clone)]
-pub enum NodeBackend {
-    /// Batches in, one whole output per sample out.
-    Batch(Arc<dyn Backend>),
-    /// Tokens streamed per sample: a first token, then the completion.
-    Tokens(Arc<LlmBackend>),
-    /// Tokens streamed per sample by a serving engine.
-    Engine(Arc<OpenaiBackend>),
-}
-
-impl std::fmt::Debug for NodeBackend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({})", self.kind(), self.detail())
-    }
-}
-
-impl NodeBackend {
-    /// Kind for `NodeInfo.backend`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            NodeBackend::Batch(b) => b.kind(),
-            NodeBackend::Tokens(_) => llm::KIND,
-            NodeBackend::Engine(_) => openai::KIND,
-        }
-    }
-
-    /// Parameters for `NodeInfo.backend_detail`.
-    pub fn detail(&self) -> String {
-        match self {
-            NodeBackend::Batch(b) => b.detail(),
-            NodeBackend::Tokens(b) => b.detail(),
-            NodeBackend::Engine(b) => b.detail(),
-        }
-    }
-
-    /// Device threads to run.
-    pub fn devices(&self) -> usize {
-        match self {
-            NodeBackend::Batch(b) => b.devices(),
-            NodeBackend::Tokens(b) => b.devices(),
-            // One thread feeds the engine; its requests run concurrently.
-            NodeBackend::Engine(_) => 1,
-        }
-    }
-
-    /// `Ok` if this backend answers the way `benchmark` is measured:
-    /// streamed tokens exactly for benchmarks with token latencies, from
-    /// an LLM backend built for that benchmark.
-    pub fn check_benchmark(&self, benchmark: &Benchmark) -> Result<(), BackendError> {
-        let streams = !matches!(self, NodeBackend::Batch(_));
-        pairing(self.kind(), streams, benchmark)?;
-        let built_for = match self {
-            NodeBackend::Tokens(llm) => llm.benchmark(),
-            NodeBackend::Engine(engine) => engine.benchmark(),
-            NodeBackend::Batch(_) => return Ok(()),
-        };
-        if built_for.same_benchmark(benchmark) {
-            Ok(())
-        } else {
+/// `Ok` if `device` answers the way `benchmark` is measured: streamed
+/// tokens exactly for benchmarks with token latencies, from a device built
+/// for that benchmark.
+pub fn check_benchmark<T: Work>(
+    device: &dyn Device<T>,
+    benchmark: &Benchmark,
+) -> Result<(), BackendError> {
+    let built_for = device.streams_tokens_for();
+    pairing(device.kind(), built_for.is_some(), benchmark)?;
+    match built_for {
+        Some(built_for) if !built_for.same_benchmark(benchmark) => {
             Err(LlmConfigError::OtherBenchmark {
                 node: benchmark.to_string(),
                 backend: built_for.to_string(),
             }
             .into())
         }
+        _ => Ok(()),
     }
 }
 
@@ -263,16 +218,19 @@ impl BackendConfig {
     /// token latencies, or a batch one (ONNX) for one with, is refused.
     /// For `openai` it waits for the engine (blocking the calling thread,
     /// up to `startup_timeout_s`) and probes it.
-    pub fn build_for(&self, benchmark: &Benchmark) -> Result<NodeBackend, BackendError> {
+    pub fn build_for<T: Work>(
+        &self,
+        benchmark: &Benchmark,
+    ) -> Result<Arc<dyn Device<T>>, BackendError> {
         if self.kind == BackendKind::Openai {
             self.paired_streaming(benchmark)?;
             let engine = OpenaiBackend::connect(self.openai.clone(), benchmark)?;
-            return Ok(NodeBackend::Engine(Arc::new(engine)));
+            return Ok(Arc::new(engine));
         }
         Ok(if self.paired_streaming(benchmark)? {
-            NodeBackend::Tokens(Arc::new(LlmBackend::new(self.llm.clone(), benchmark)?))
+            Arc::new(LlmBackend::new(self.llm.clone(), benchmark)?)
         } else {
-            NodeBackend::Batch(self.build()?)
+            Arc::new(BatchDevice::new(self.build()?))
         })
     }
 }
@@ -301,17 +259,18 @@ mod tests {
             ("gptj", "synthetic"),
             ("resnet50", "synthetic"),
         ] {
-            let built = synthetic.build_for(&benchmark(name)).unwrap();
+            let built = synthetic.build_for::<Vec<u8>>(&benchmark(name)).unwrap();
             assert_eq!(built.kind(), kind, "{name}");
-            built.check_benchmark(&benchmark(name)).unwrap();
+            check_benchmark(&*built, &benchmark(name)).unwrap();
         }
     }
 
     #[test]
     fn mismatched_backends_are_refused_naming_both() {
-        let e = config(BackendKind::Onnx)
-            .build_for(&benchmark("llama3.1-8b"))
-            .unwrap_err();
+        let Err(e) = config(BackendKind::Onnx).build_for::<Vec<u8>>(&benchmark("llama3.1-8b"))
+        else {
+            panic!("onnx was built for llama3.1-8b");
+        };
         assert!(matches!(e, BackendError::NotStreaming { .. }));
         let text = e.to_string();
         assert!(
@@ -319,17 +278,18 @@ mod tests {
                 && text.contains("backend onnx answers whole samples only"),
             "{text}"
         );
-        let e = config(BackendKind::SyntheticLlm)
-            .build_for(&benchmark("bert-99"))
-            .unwrap_err();
+        let Err(e) = config(BackendKind::SyntheticLlm).build_for::<Vec<u8>>(&benchmark("bert-99"))
+        else {
+            panic!("synthetic-llm was built for bert-99");
+        };
         assert_eq!(
             e.to_string(),
             "backend synthetic-llm streams tokens, but benchmark bert-99 does not measure token \
              latencies: use backend synthetic or onnx"
         );
-        let batch = NodeBackend::Batch(Arc::new(SyntheticBackend::new(Default::default())));
+        let batch = BatchDevice::new(Arc::new(SyntheticBackend::new(Default::default())));
         assert!(matches!(
-            batch.check_benchmark(&benchmark("mixtral-8x7b")),
+            check_benchmark::<Vec<u8>>(&batch, &benchmark("mixtral-8x7b")),
             Err(BackendError::NotStreaming {
                 backend: "synthetic",
                 ..

@@ -18,6 +18,7 @@ use ort::session::Session;
 use ort::value::{DynValue, Tensor, TensorElementType, ValueType};
 use serde::{Deserialize, Serialize};
 
+use super::device::SampleError;
 use super::prepost::{InputElements, Postprocess, Preprocess};
 use super::Backend;
 
@@ -474,22 +475,24 @@ impl Backend for OnnxBackend {
         self.sessions.len()
     }
 
-    fn run(&self, device: usize, inputs: &[&[u8]]) -> Vec<Result<Vec<u8>, String>> {
+    fn run(&self, device: usize, inputs: &[&[u8]]) -> Vec<Result<Vec<u8>, SampleError>> {
         let want = self.sample_bytes();
-        let mut results: Vec<Result<Vec<u8>, String>> = inputs
+        let mut results: Vec<Result<Vec<u8>, SampleError>> = inputs
             .iter()
             .map(|i| {
                 if i.len() == want {
                     Ok(Vec::new())
                 } else {
-                    Err(format!(
-                        "sample has {} bytes; input {:?} of {} takes {} ({} bytes) per sample",
-                        i.len(),
-                        self.input.name,
-                        self.model.display(),
-                        self.shape_text(),
-                        want
-                    ))
+                    Err(SampleError::WrongSize {
+                        got: i.len(),
+                        takes: format!(
+                            "input {:?} of {} takes {} ({} bytes) per sample",
+                            self.input.name,
+                            self.model.display(),
+                            self.shape_text(),
+                            want
+                        ),
+                    })
                 }
             })
             .collect();
@@ -510,7 +513,7 @@ impl Backend for OnnxBackend {
                 }
                 Err(e) => {
                     for &i in group {
-                        results[i] = Err(e.clone());
+                        results[i] = Err(SampleError::Inference(e.clone()));
                     }
                 }
             }

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::device::SampleError;
 use super::Backend;
 
 /// Cost model and output shape of the synthetic backend.
@@ -156,7 +157,7 @@ impl Backend for SyntheticBackend {
         self.config.devices.max(1)
     }
 
-    fn run(&self, _device: usize, inputs: &[&[u8]]) -> Vec<Result<Vec<u8>, String>> {
+    fn run(&self, _device: usize, inputs: &[&[u8]]) -> Vec<Result<Vec<u8>, SampleError>> {
         let costly = self.costly(inputs) as u64;
         let batch = if costly > 0 {
             self.config.batch_cost_us
@@ -213,7 +214,7 @@ mod tests {
         });
         let timed = |input: &[u8]| {
             let t = Instant::now();
-            let out = b.run(0, &[input]);
+            let out: Vec<Vec<u8>> = b.run(0, &[input]).into_iter().map(Result::unwrap).collect();
             (t.elapsed(), out)
         };
         let (first, a) = timed(b"same");

@@ -1,64 +1,20 @@
-//! The device thread of the synthetic LLM backend: the scheduler's steps
+//! The synthetic LLM backend as a [`Device`]: the scheduler's steps
 //! in real time. Between steps it admits what has arrived (waiting when
 //! idle); each step ends at its start plus its duration, and the next
 //! starts there, so sleeping late never adds up over a long answer.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use netdiv_proto::Benchmark;
 
 use super::scheduler::StepEvent;
 use super::{expected_tokens, LlmBackend};
+use crate::backend::device::{Device, DeviceEvent, DeviceQueue, SampleError, Sink, Work};
 use crate::backend::synthetic::wait_until;
 
-/// Where a device's samples come from.
-pub trait SequenceSource<T> {
-    /// Waits for the next item; `None` once no more will come.
-    fn wait(&mut self) -> Option<T>;
-    /// The next item if one is ready now, without waiting.
-    fn poll(&mut self) -> Option<T>;
-    /// Whether to stop at once, leaving running sequences unanswered
-    /// (their clients are gone: a node stopping after its drain timeout).
-    fn abandoned(&self) -> bool {
-        false
-    }
-}
-
-/// Longest the device sleeps without checking [`SequenceSource::abandoned`].
+/// Longest the device sleeps without checking [`DeviceQueue::abandoned`].
 const ABANDON_CHECK: Duration = Duration::from_millis(50);
-
-/// What a device produces, for the caller to send.
-#[derive(Debug)]
-pub enum TokenEvent<'a, T> {
-    /// A sample's first token (4 bytes: an int32 little-endian id), the
-    /// moment its prefill ended.
-    FirstToken {
-        /// The sample.
-        item: &'a T,
-        /// The token.
-        token: &'a [u8],
-    },
-    /// A sample's last token: the whole answer, after its first token.
-    Done {
-        /// The sample.
-        item: T,
-        /// Every token, int32 little endian ([`expected_tokens`]).
-        tokens: Vec<u8>,
-        /// How many.
-        n_tokens: usize,
-    },
-    /// A sample that cannot be answered (its input is not a prompt, the
-    /// engine failed); it gets no first token, or no more tokens.
-    Failed {
-        /// The sample.
-        item: T,
-        /// Why.
-        error: String,
-    },
-    /// A step ran, with this many sequences.
-    Step {
-        /// Sequences in the step.
-        sequences: usize,
-    },
-}
 
 /// A sample admitted, with its answer.
 struct Answer<T> {
@@ -71,9 +27,9 @@ struct Answer<T> {
 /// `input` gives an item's decoded input bytes.
 pub fn run_device<T>(
     backend: &LlmBackend,
-    source: &mut impl SequenceSource<T>,
+    source: &mut (impl DeviceQueue<T> + ?Sized),
     input: impl Fn(&T) -> &[u8],
-    mut sink: impl FnMut(TokenEvent<'_, T>),
+    mut sink: impl FnMut(DeviceEvent<'_, T>),
 ) {
     let mut scheduler = backend.scheduler::<Answer<T>>();
     // When the previous step ended, while the device stays busy.
@@ -103,20 +59,47 @@ pub fn run_device<T>(
             wait_until(end.min(now + ABANDON_CHECK));
         }
         clock = Some(end);
-        sink(TokenEvent::Step {
+        sink(DeviceEvent::Step {
             sequences: step.sequences,
         });
         scheduler.end_step(|event| match event {
-            StepEvent::FirstToken(a) => sink(TokenEvent::FirstToken {
+            StepEvent::FirstToken(a) => sink(DeviceEvent::FirstToken {
                 item: &a.item,
                 token: &a.tokens[..4],
             }),
-            StepEvent::Done(a) => sink(TokenEvent::Done {
+            StepEvent::Done(a) => sink(DeviceEvent::Done {
                 item: a.item,
                 tokens: a.tokens,
                 n_tokens: a.n_tokens,
             }),
         });
+    }
+}
+
+impl<T: Work> Device<T> for LlmBackend {
+    fn kind(&self) -> &'static str {
+        super::KIND
+    }
+
+    fn detail(&self) -> String {
+        LlmBackend::detail(self)
+    }
+
+    fn threads(&self) -> usize {
+        self.devices()
+    }
+
+    fn streams_tokens_for(&self) -> Option<&Benchmark> {
+        Some(self.benchmark())
+    }
+
+    /// A "batch" is a step, and its size the sequences in it.
+    fn own_batch_size(&self) -> Option<usize> {
+        Some(self.config().max_sequences)
+    }
+
+    fn run(self: Arc<Self>, _thread: usize, queue: &mut dyn DeviceQueue<T>, sink: &Sink<T>) {
+        run_device(&self, queue, |w: &T| w.as_ref(), |event| sink(event));
     }
 }
 
@@ -126,7 +109,7 @@ fn admit<T>(
     scheduler: &mut super::scheduler::Scheduler<Answer<T>>,
     item: T,
     input: &impl Fn(&T) -> &[u8],
-    sink: &mut impl FnMut(TokenEvent<'_, T>),
+    sink: &mut impl FnMut(DeviceEvent<'_, T>),
 ) {
     match backend.plan(input(&item)) {
         Ok(plan) => {
@@ -141,9 +124,9 @@ fn admit<T>(
                 plan.output_tokens,
             );
         }
-        Err(error) => sink(TokenEvent::Failed {
+        Err(error) => sink(DeviceEvent::Failed {
             item,
-            error: error.to_string(),
+            error: SampleError::Prompt(error),
         }),
     }
 }
@@ -160,7 +143,7 @@ mod tests {
     /// Items queued up front; `wait` ends the source when they run out.
     struct Script(VecDeque<Vec<u8>>);
 
-    impl SequenceSource<Vec<u8>> for Script {
+    impl DeviceQueue<Vec<u8>> for Script {
         fn wait(&mut self) -> Option<Vec<u8>> {
             self.0.pop_front()
         }
@@ -185,10 +168,10 @@ mod tests {
             &mut source,
             |i| i,
             |e| match e {
-                TokenEvent::FirstToken { item, token } => {
+                DeviceEvent::FirstToken { item, token } => {
                     log.push((item.clone(), "first", token.to_vec()))
                 }
-                TokenEvent::Done {
+                DeviceEvent::Done {
                     item,
                     tokens,
                     n_tokens,
@@ -196,10 +179,11 @@ mod tests {
                     assert_eq!(tokens.len(), 4 * n_tokens);
                     log.push((item, "done", tokens));
                 }
-                TokenEvent::Failed { item, error } => {
+                DeviceEvent::Failed { item, error } => {
                     log.push((item, "failed", error.to_string().into_bytes()))
                 }
-                TokenEvent::Step { sequences } => widest = widest.max(sequences),
+                DeviceEvent::Step { sequences } => widest = widest.max(sequences),
+                other => panic!("a token device sent {other:?}"),
             },
         );
         assert!(widest > 1 && widest <= 64);
@@ -222,7 +206,7 @@ mod tests {
     #[test]
     fn an_abandoned_device_stops_at_once() {
         struct Abandoned(Option<Vec<u8>>);
-        impl SequenceSource<Vec<u8>> for Abandoned {
+        impl DeviceQueue<Vec<u8>> for Abandoned {
             fn wait(&mut self) -> Option<Vec<u8>> {
                 self.0.take()
             }
@@ -262,7 +246,7 @@ mod tests {
             &mut source,
             |i| i,
             |e| {
-                if let TokenEvent::FirstToken { .. } = e {
+                if let DeviceEvent::FirstToken { .. } = e {
                     first_at = Some(start.elapsed());
                 }
             },

@@ -18,7 +18,8 @@
 //!   in real time on a device thread.
 //!
 //! It knows nothing of transports or the node: items come from a
-//! [`driver::SequenceSource`] and tokens go to a callback.
+//! [`DeviceQueue`](crate::backend::device::DeviceQueue) and tokens go to
+//! the node as [`DeviceEvent`](crate::backend::device::DeviceEvent)s.
 
 pub mod driver;
 pub mod scheduler;

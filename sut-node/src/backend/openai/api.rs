@@ -255,26 +255,30 @@ pub enum EventError {
     },
 }
 
-/// Reads the events of one answer's stream, in order.
+/// Reads the events of one answer's stream, in order: what every engine
+/// shares (`[DONE]`, errors in the stream, the count of ids received)
+/// here, the rest in the engine API's own [`EventFormat`].
 #[derive(Debug)]
 pub struct StreamReader {
-    api: EngineApi,
-    /// Ids received so far (SGLang repeats them in each event).
+    format: Box<dyn EventFormat>,
+    /// Ids received so far.
     received: usize,
     /// The last event was read (`[DONE]` may follow).
     ended: bool,
-    /// How SGLang's `output_ids` count, once an event has shown it.
-    sglang_ids: Option<SglangIds>,
 }
 
 impl StreamReader {
     /// A reader for one answer from `api`.
     pub fn new(api: EngineApi) -> Self {
+        let format: Box<dyn EventFormat> = match api {
+            EngineApi::LlamaCpp => Box::new(LlamaCppEvents),
+            EngineApi::Vllm | EngineApi::Trtllm => Box::new(CompletionsEvents { api }),
+            EngineApi::Sglang => Box::new(SglangEvents::default()),
+        };
         Self {
-            api,
+            format,
             received: 0,
             ended: false,
-            sglang_ids: None,
         }
     }
 
@@ -308,11 +312,7 @@ impl StreamReader {
             let message = value.get("message").and_then(Value::as_str).unwrap_or(data);
             return Err(EventError::Engine(shorten(message)));
         }
-        let event = match self.api {
-            EngineApi::LlamaCpp => self.llama_cpp_event(&value, data)?,
-            EngineApi::Vllm | EngineApi::Trtllm => self.openai_event(&value, data)?,
-            EngineApi::Sglang => self.sglang_event(&value, data)?,
-        };
+        let event = self.format.event(&value, data, self.received)?;
         self.received += event.tokens.len();
         if event.last {
             self.ended = true;
@@ -321,23 +321,23 @@ impl StreamReader {
     }
 }
 
-/// How SGLang's `output_ids` count.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum SglangIds {
-    /// Every id so far (the default).
-    Cumulative,
-    /// Only the new ones (`--incremental-streaming-output`).
-    Incremental,
+/// One engine API's events: where its token ids are and how its answer
+/// ends. `received` counts the ids of the events before.
+trait EventFormat: std::fmt::Debug + Send + Sync {
+    fn event(&mut self, value: &Value, data: &str, received: usize) -> Result<Event, EventError>;
 }
 
-impl StreamReader {
-    /// llama.cpp's `/completion` event: `tokens` are the new ids; at
-    /// `stop`, `tokens_predicted` must equal every id streamed.
-    fn llama_cpp_event(&self, value: &Value, data: &str) -> Result<Event, EventError> {
-        let tokens = ids(value, "tokens", self.api, data)?;
+/// llama.cpp's `/completion` events: `tokens` are the new ids; at `stop`,
+/// `tokens_predicted` must equal every id streamed.
+#[derive(Debug)]
+struct LlamaCppEvents;
+
+impl EventFormat for LlamaCppEvents {
+    fn event(&mut self, value: &Value, data: &str, received: usize) -> Result<Event, EventError> {
+        let tokens = ids(value, "tokens", EngineApi::LlamaCpp, data)?;
         let last = value.get("stop").and_then(Value::as_bool) == Some(true);
         let predicted = value.get("tokens_predicted").and_then(Value::as_u64);
-        let streamed = self.received + tokens.len();
+        let streamed = received + tokens.len();
         match predicted {
             Some(predicted) if last && predicted != streamed as u64 => Err(EventError::Withheld {
                 predicted,
@@ -346,10 +346,17 @@ impl StreamReader {
             _ => Ok(Event { tokens, last }),
         }
     }
+}
 
-    /// An OpenAI completions event (vLLM, TensorRT-LLM): the first choice's
-    /// new `token_ids`, the last one with a `finish_reason`.
-    fn openai_event(&self, value: &Value, data: &str) -> Result<Event, EventError> {
+/// OpenAI completions events (vLLM, TensorRT-LLM): the first choice's new
+/// `token_ids`, the last one with a `finish_reason`.
+#[derive(Debug)]
+struct CompletionsEvents {
+    api: EngineApi,
+}
+
+impl EventFormat for CompletionsEvents {
+    fn event(&mut self, value: &Value, data: &str, _received: usize) -> Result<Event, EventError> {
         let choice = value
             .get("choices")
             .and_then(|c| c.get(0))
@@ -367,14 +374,31 @@ impl StreamReader {
             last: finish.is_some(),
         })
     }
+}
 
-    /// SGLang's `/generate` event: `output_ids` are every id so far, or
-    /// only the new ones. The mode is learned from an event before the
-    /// last one, whose `meta_info.completion_tokens` (always cumulative)
-    /// tells them apart; the last event's count is then checked against
-    /// what arrived, so it cannot also decide the mode.
-    fn sglang_event(&mut self, value: &Value, data: &str) -> Result<Event, EventError> {
-        let all = ids(value, "output_ids", self.api, data)?;
+/// How SGLang's `output_ids` count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SglangIds {
+    /// Every id so far (the default).
+    Cumulative,
+    /// Only the new ones (`--incremental-streaming-output`).
+    Incremental,
+}
+
+/// SGLang's `/generate` events: `output_ids` are every id so far, or only
+/// the new ones. The mode is learned from an event before the last one,
+/// whose `meta_info.completion_tokens` (always cumulative) tells them
+/// apart; the last event's count is then checked against what arrived,
+/// so it cannot also decide the mode.
+#[derive(Debug, Default)]
+struct SglangEvents {
+    /// How `output_ids` count, once an event has shown it.
+    mode: Option<SglangIds>,
+}
+
+impl EventFormat for SglangEvents {
+    fn event(&mut self, value: &Value, data: &str, received: usize) -> Result<Event, EventError> {
+        let all = ids(value, "output_ids", EngineApi::Sglang, data)?;
         let finish = value
             .pointer("/meta_info/finish_reason")
             .filter(|r| !r.is_null());
@@ -386,39 +410,36 @@ impl StreamReader {
             .pointer("/meta_info/completion_tokens")
             .and_then(Value::as_u64);
         let shown = counted.and_then(|n| {
-            if self.received == 0 {
+            if received == 0 {
                 None // the first event looks the same in both modes
             } else if n as usize == all.len() {
                 Some(SglangIds::Cumulative)
-            } else if n as usize == self.received + all.len() {
+            } else if n as usize == received + all.len() {
                 Some(SglangIds::Incremental)
             } else {
                 None
             }
         });
         if !last {
-            self.sglang_ids = self.sglang_ids.or(shown);
+            self.mode = self.mode.or(shown);
         }
-        let mode = self
-            .sglang_ids
-            .or(shown)
-            .unwrap_or(if all.len() > self.received {
-                SglangIds::Cumulative
-            } else {
-                SglangIds::Incremental
-            });
+        let mode = self.mode.or(shown).unwrap_or(if all.len() > received {
+            SglangIds::Cumulative
+        } else {
+            SglangIds::Incremental
+        });
         let tokens = match mode {
             SglangIds::Incremental => all,
-            SglangIds::Cumulative if all.len() < self.received => {
+            SglangIds::Cumulative if all.len() < received => {
                 return Err(EventError::Shrank {
-                    before: self.received,
+                    before: received,
                     now: all.len(),
                 })
             }
-            SglangIds::Cumulative => all[self.received..].to_vec(),
+            SglangIds::Cumulative => all[received..].to_vec(),
         };
         // At the end, every id the engine counted must have arrived.
-        let streamed = self.received + tokens.len();
+        let streamed = received + tokens.len();
         match counted {
             Some(counted) if last && counted != streamed as u64 => {
                 Err(EventError::Miscounted { counted, streamed })

@@ -1,4 +1,4 @@
-//! The engine backend's device thread: it takes samples as they come and
+//! The engine backend as a [`Device`]: it takes samples as they come and
 //! opens one streamed request per sample, up to `max_in_flight` at once
 //! (the engine batches them continuously), on the client's runtime. Each
 //! sample gets its first token when the engine streams it, then its whole
@@ -9,33 +9,79 @@ use std::time::Duration;
 
 use tokio::sync::{watch, Semaphore};
 
+use netdiv_proto::Benchmark;
+
 use super::OpenaiBackend;
-use crate::backend::llm::driver::{SequenceSource, TokenEvent};
+use crate::backend::device::{
+    Device, DeviceEvent, DeviceQueue, HealthProbe, SampleError, Sink, Work,
+};
 
 /// Longest the thread waits for a free request slot without checking
-/// [`SequenceSource::abandoned`].
+/// [`DeviceQueue::abandoned`].
 const ABANDON_CHECK: Duration = Duration::from_millis(50);
 
-/// Where a device's events go; called from the client's runtime.
-pub type Sink<T> = Arc<dyn Fn(TokenEvent<'_, T>) + Send + Sync>;
+impl<T: Work> Device<T> for OpenaiBackend {
+    fn kind(&self) -> &'static str {
+        super::KIND
+    }
+
+    fn detail(&self) -> String {
+        OpenaiBackend::detail(self)
+    }
+
+    /// One thread feeds the engine; its requests run concurrently.
+    fn threads(&self) -> usize {
+        1
+    }
+
+    fn streams_tokens_for(&self) -> Option<&Benchmark> {
+        Some(self.benchmark())
+    }
+
+    fn capacity(&self) -> Option<u64> {
+        Some(OpenaiBackend::capacity(self))
+    }
+
+    fn own_batch_size(&self) -> Option<usize> {
+        Some(self.config().max_in_flight)
+    }
+
+    /// The engine's `/health`, asked on the client's own runtime.
+    fn health(self: Arc<Self>) -> Option<HealthProbe> {
+        Some(Arc::new(move || {
+            let engine = self.clone();
+            Box::pin(async move {
+                let probe = engine.clone();
+                engine
+                    .client()
+                    .spawn(async move { probe.client().healthy().await })
+                    .await
+                    .unwrap_or(false)
+            })
+        }))
+    }
+
+    fn run(self: Arc<Self>, _thread: usize, queue: &mut dyn DeviceQueue<T>, sink: &Sink<T>) {
+        run_device(&self, queue, sink.clone());
+    }
+}
 
 /// Runs until `source` ends; what still runs then is dropped (the node
 /// stops after its drain, and those samples' clients are gone).
-pub fn run_device<T: Send + Sync + 'static>(
+fn run_device<T: Work>(
     backend: &Arc<OpenaiBackend>,
-    source: &mut impl SequenceSource<T>,
-    input: fn(&T) -> &[u8],
+    source: &mut dyn DeviceQueue<T>,
     sink: Sink<T>,
 ) {
     let slots = Arc::new(Semaphore::new(backend.config().max_in_flight));
     let (cancel, cancelled) = watch::channel(false);
     while let Some(item) = source.wait() {
-        let prompt = match backend.prompt(input(&item)) {
+        let prompt = match backend.prompt(item.as_ref()) {
             Ok(prompt) => prompt,
             Err(error) => {
-                sink(TokenEvent::Failed {
+                sink(DeviceEvent::Failed {
                     item,
-                    error: error.to_string(),
+                    error: SampleError::Prompt(error),
                 });
                 continue;
             }
@@ -55,7 +101,7 @@ pub fn run_device<T: Send + Sync + 'static>(
             let _slot = slot;
             let result = {
                 let first = |id: u32| {
-                    sink(TokenEvent::FirstToken {
+                    sink(DeviceEvent::FirstToken {
                         item: &item,
                         token: &token_bytes(&[id]),
                     })
@@ -68,14 +114,14 @@ pub fn run_device<T: Send + Sync + 'static>(
             };
             match result {
                 None => {}
-                Some(Ok(tokens)) => sink(TokenEvent::Done {
+                Some(Ok(tokens)) => sink(DeviceEvent::Done {
                     n_tokens: tokens.len(),
                     tokens: token_bytes(&tokens),
                     item,
                 }),
-                Some(Err(e)) => sink(TokenEvent::Failed {
+                Some(Err(e)) => sink(DeviceEvent::Failed {
                     item,
-                    error: e.to_string(),
+                    error: SampleError::Engine(e),
                 }),
             }
         });

@@ -12,7 +12,7 @@
 //!
 //! * [`api`]: request bodies and stream events per engine (pure);
 //! * [`client`]: the HTTP side (readiness, identity, one answer);
-//! * [`driver`]: the device thread that feeds samples to the client.
+//! * [`driver`]: the backend as a device: it feeds samples to the client.
 
 pub mod api;
 pub mod client;

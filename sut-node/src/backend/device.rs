@@ -1,0 +1,203 @@
+//! The one interface the node's device threads run: every backend is a
+//! [`Device`]. The node owns the queue, the limits and the answers; a
+//! device takes samples from a [`DeviceQueue`] and says what became of
+//! each as a [`DeviceEvent`], so the node core never asks which backend
+//! it runs. Batch backends ([`Backend`]: synthetic, ONNX) become devices
+//! through [`BatchDevice`]; the synthetic LLM and a serving engine stream
+//! tokens and are devices themselves.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use netdiv_proto::Benchmark;
+
+use super::llm::InvalidPrompt;
+use super::openai::client::AnswerError;
+use super::Backend;
+
+/// What a device needs of a sample: its decoded input bytes. The node's
+/// own record of the sample (its id, its connection) rides along.
+pub trait Work: AsRef<[u8]> + Send + Sync + 'static {}
+impl<T: AsRef<[u8]> + Send + Sync + 'static> Work for T {}
+
+/// Where a device's samples come from.
+pub trait DeviceQueue<T> {
+    /// Waits for the next sample; `None` once no more will come.
+    fn wait(&mut self) -> Option<T>;
+    /// The next sample if one is ready now, without waiting.
+    fn poll(&mut self) -> Option<T>;
+    /// The next batch, as the node's batching policy collects it; by
+    /// default one sample at a time.
+    fn batch(&mut self) -> Option<Vec<T>> {
+        self.wait().map(|first| vec![first])
+    }
+    /// Whether to stop at once, leaving running sequences unanswered
+    /// (their clients are gone: a node stopping after its drain timeout).
+    fn abandoned(&self) -> bool {
+        false
+    }
+}
+
+/// Why one sample got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum SampleError {
+    /// The input is not a prompt the backend can read.
+    #[error(transparent)]
+    Prompt(#[from] InvalidPrompt),
+    /// The serving engine failed or cut the answer short.
+    #[error(transparent)]
+    Engine(#[from] AnswerError),
+    /// The input's size is not what the model takes per sample.
+    #[error("sample has {got} bytes; {takes}")]
+    WrongSize {
+        /// Bytes received.
+        got: usize,
+        /// What the model takes, said for a person.
+        takes: String,
+    },
+    /// The model ran and failed: the runtime's own words.
+    #[error("{0}")]
+    Inference(String),
+    /// The backend gave fewer outputs than the batch had inputs.
+    #[error("backend returned too few outputs")]
+    Missing,
+}
+
+/// What a device produces, for the node to send.
+#[derive(Debug)]
+pub enum DeviceEvent<'a, T> {
+    /// A batch ran: this many samples, in this many seconds.
+    Batch {
+        /// Samples in the batch.
+        samples: usize,
+        /// Its run time.
+        seconds: f64,
+    },
+    /// A sample's whole output (batch backends).
+    Output {
+        /// The sample.
+        item: T,
+        /// Its output bytes.
+        output: Vec<u8>,
+    },
+    /// A sample's first token (4 bytes: an int32 little-endian id), the
+    /// moment it exists.
+    FirstToken {
+        /// The sample.
+        item: &'a T,
+        /// The token.
+        token: &'a [u8],
+    },
+    /// A sample's last token: the whole answer, after its first token.
+    Done {
+        /// The sample.
+        item: T,
+        /// Every token, int32 little endian.
+        tokens: Vec<u8>,
+        /// How many.
+        n_tokens: usize,
+    },
+    /// A sample that cannot be answered; it gets no first token, or no
+    /// more tokens.
+    Failed {
+        /// The sample.
+        item: T,
+        /// Why.
+        error: SampleError,
+    },
+    /// A step of continuous batching ran, with this many sequences.
+    Step {
+        /// Sequences in the step.
+        sequences: usize,
+    },
+}
+
+/// Where a device's events go; called from the device's threads and, for
+/// a serving engine, from its client's runtime.
+pub type Sink<T> = Arc<dyn Fn(DeviceEvent<'_, T>) + Send + Sync>;
+
+/// A device's own health, for one that depends on something outside the
+/// node (a serving engine): true while it can answer.
+pub type HealthProbe = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
+
+/// What runs the model, as the node's device threads see it.
+pub trait Device<T: Work>: Send + Sync {
+    /// Kind for `NodeInfo.backend` ("synthetic", "onnx", ...).
+    fn kind(&self) -> &'static str;
+    /// Parameters for `NodeInfo.backend_detail`.
+    fn detail(&self) -> String;
+    /// Device threads to run.
+    fn threads(&self) -> usize;
+    /// The benchmark a token-streaming device was built for; `None` for
+    /// a device that answers whole samples.
+    fn streams_tokens_for(&self) -> Option<&Benchmark>;
+    /// Samples it can take at once when that is fewer than the node's
+    /// own limit (a serving engine's open and waiting requests).
+    fn capacity(&self) -> Option<u64> {
+        None
+    }
+    /// Its largest batch as `Info` reports it, when it batches by itself
+    /// (sequences in a step, requests in flight); `None`: the node's
+    /// batching policy.
+    fn own_batch_size(&self) -> Option<usize> {
+        None
+    }
+    /// Its own health check, if it has one.
+    fn health(self: Arc<Self>) -> Option<HealthProbe> {
+        None
+    }
+    /// Runs device thread `thread` until `queue` ends.
+    fn run(self: Arc<Self>, thread: usize, queue: &mut dyn DeviceQueue<T>, sink: &Sink<T>);
+}
+
+/// A batch backend as a device: each batch the node's policy collects
+/// runs at once, and each sample gets its whole output.
+pub struct BatchDevice {
+    backend: Arc<dyn Backend>,
+}
+
+impl BatchDevice {
+    /// The device of `backend`.
+    pub fn new(backend: Arc<dyn Backend>) -> BatchDevice {
+        BatchDevice { backend }
+    }
+}
+
+impl<T: Work> Device<T> for BatchDevice {
+    fn kind(&self) -> &'static str {
+        self.backend.kind()
+    }
+
+    fn detail(&self) -> String {
+        self.backend.detail()
+    }
+
+    fn threads(&self) -> usize {
+        self.backend.devices()
+    }
+
+    fn streams_tokens_for(&self) -> Option<&Benchmark> {
+        None
+    }
+
+    fn run(self: Arc<Self>, thread: usize, queue: &mut dyn DeviceQueue<T>, sink: &Sink<T>) {
+        while let Some(batch) = queue.batch() {
+            let inputs: Vec<&[u8]> = batch.iter().map(|w| w.as_ref()).collect();
+            let started = Instant::now();
+            let outputs = self.backend.run(thread, &inputs);
+            sink(DeviceEvent::Batch {
+                samples: batch.len(),
+                seconds: started.elapsed().as_secs_f64(),
+            });
+            let mut outputs = outputs.into_iter();
+            for item in batch {
+                sink(match outputs.next().unwrap_or(Err(SampleError::Missing)) {
+                    Ok(output) => DeviceEvent::Output { item, output },
+                    Err(error) => DeviceEvent::Failed { item, error },
+                });
+            }
+        }
+    }
+}
