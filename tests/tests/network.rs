@@ -895,3 +895,57 @@ fn an_audit_with_steps_not_run_is_incomplete_not_passed() -> Result<()> {
     );
     Ok(())
 }
+
+/// `--sut synthetic` runs an Offline query larger than the in-process
+/// node's byte limit: 8,800 ResNet-50 samples (1.3 GB as issued, over the
+/// node's 1 GiB) go in through the QDL's window, not all at once, so the
+/// in-process side of the network tax can be measured at any size.
+#[test]
+fn an_in_process_node_runs_an_offline_query_past_its_byte_limit() -> Result<()> {
+    let dir = test_dir("in-process-large-offline")?;
+    let conf = UserConf::new()
+        .set("*.Offline.target_qps", 8000)
+        .set("*.Offline.min_duration", 1000)
+        .set("resnet50.Offline.min_query_count", 8000);
+    let conf = write_file(&dir, "user.conf", &conf.to_string())?;
+    let args: Vec<String> = [
+        "--sut",
+        "synthetic",
+        "--benchmark",
+        "resnet50",
+        "--scenario",
+        "Offline",
+        // 0.2 ms a sample: the node still holds most of the query when
+        // the last sample is issued, as a real accelerator would.
+        "--synthetic-batch-cost-us",
+        "0",
+        "--synthetic-sample-cost-us",
+        "200",
+        "--no-report",
+        "--progress",
+        "never",
+        "--user-conf",
+        conf.to_str().context("utf-8")?,
+    ]
+    .map(String::from)
+    .into();
+    let run = loadgen(&dir, &args, Duration::from_secs(180))?;
+    run.expect_success()?;
+    ensure!(
+        !run.stderr.contains("node is full"),
+        "the node declined samples:\n{}",
+        run.stderr
+    );
+    let detail = run.detail()?;
+    let completed = detail_value(&detail, "result_query_count")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0);
+    let samples = detail_value(&detail, "effective_samples_per_query")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0);
+    ensure!(
+        completed == 1 && samples * 150_528 > 1 << 30,
+        "{completed} query of {samples} samples: not one query past 1 GiB"
+    );
+    Ok(())
+}

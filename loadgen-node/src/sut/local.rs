@@ -1,7 +1,11 @@
 //! The sut-node's own backend and batcher run inside this process: the
 //! same cost model as a node across the network, without the network.
-//! Comparing the two measures the network tax.
+//! Comparing the two measures the network tax. The node is fed as the QDL
+//! feeds a node across the network, through a window of samples and bytes
+//! held at once, so any Offline query runs (all of a large one at once
+//! would pass the node's own limits).
 
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
@@ -20,9 +24,8 @@ use crate::sut::{
 /// completions come back on a channel a completion thread drains.
 pub struct LocalNodeSut {
     name: String,
-    node: Arc<Node>,
     store: Arc<SampleStore>,
-    reply: ReplyTo,
+    feed: Arc<Feed>,
     /// The responder of the test in progress, for the completion thread.
     responder: Arc<Mutex<Option<SharedResponder>>>,
     counters: Arc<Counters>,
@@ -42,6 +45,8 @@ impl LocalNodeSut {
         let current = responder.clone();
         let completed = counters.clone();
         let benchmark = *store.benchmark();
+        let feed = Arc::new(Feed::new(node, reply, &benchmark));
+        let releases = feed.clone();
         let drainer = std::thread::Builder::new()
             .name("local-completions".into())
             .spawn(move || {
@@ -50,6 +55,7 @@ impl LocalNodeSut {
                     while let Ok(more) = replies.try_recv() {
                         batch.push(more);
                     }
+                    releases.answered(&batch);
                     let Some(responder) = current.lock().ok().and_then(|c| c.clone()) else {
                         continue;
                     };
@@ -60,9 +66,8 @@ impl LocalNodeSut {
             .expect("spawn completion thread");
         Self {
             name,
-            node,
             store,
-            reply,
+            feed,
             responder,
             counters,
             drainer: Some(drainer),
@@ -154,13 +159,7 @@ impl SystemUnderTest for LocalNodeSut {
             });
         }
         drop(loaded);
-        self.node.submit_query(
-            pb::Query {
-                query_id: 0,
-                samples: wire,
-            },
-            &self.reply,
-        );
+        self.feed.issue(wire);
     }
 
     fn flush_queries(&self) {}
@@ -168,13 +167,99 @@ impl SystemUnderTest for LocalNodeSut {
 
 impl Drop for LocalNodeSut {
     fn drop(&mut self) {
-        self.node.begin_shutdown();
-        self.node.stop_devices();
+        self.feed.node.begin_shutdown();
+        self.feed.node.stop_devices();
         // Closing the channel ends the completion thread.
-        let (closed, _) = mpsc::unbounded_channel();
-        self.reply = closed;
+        self.feed.close();
         if let Some(t) = self.drainer.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// The node and what waits to go to it: samples go in the order issued,
+/// while the node holds fewer than the QDL's window of samples and bytes
+/// (one sample goes whatever its size when the node holds none).
+struct Feed {
+    node: Arc<Node>,
+    window_samples: u64,
+    window_bytes: u64,
+    state: Mutex<FeedState>,
+}
+
+#[derive(Default)]
+struct FeedState {
+    reply: Option<ReplyTo>,
+    waiting: VecDeque<pb::Sample>,
+    /// Bytes of each sample the node holds, by response id.
+    held: HashMap<u64, u64>,
+    held_bytes: u64,
+}
+
+impl Feed {
+    fn new(node: Arc<Node>, reply: ReplyTo, benchmark: &Benchmark) -> Feed {
+        Feed {
+            node,
+            window_samples: qdl::network::defaults::WINDOW_SAMPLES,
+            window_bytes: netdiv_proto::transport::default_window_bytes(benchmark),
+            state: Mutex::new(FeedState {
+                reply: Some(reply),
+                ..FeedState::default()
+            }),
+        }
+    }
+
+    /// Queues `samples` and sends what the window lets through.
+    fn issue(&self, samples: Vec<pb::Sample>) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.waiting.extend(samples);
+        self.send(&mut state);
+    }
+
+    /// Frees the window of every sample `answers` finish (a first token
+    /// finishes none), then sends what now fits.
+    fn answered(&self, answers: &[pb::Completion]) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        for answer in answers.iter().filter(|a| !a.first_token) {
+            if let Some(bytes) = state.held.remove(&answer.response_id) {
+                state.held_bytes -= bytes;
+            }
+        }
+        self.send(&mut state);
+    }
+
+    /// Sends, in one query under the lock (so order holds), the waiting
+    /// samples that fit the window.
+    fn send(&self, state: &mut FeedState) {
+        let mut query = Vec::new();
+        while let Some(next) = state.waiting.front() {
+            let bytes = next.data.len() as u64;
+            let held = state.held.len() as u64;
+            let fits = held < self.window_samples && state.held_bytes + bytes <= self.window_bytes;
+            if !(fits || held == 0) {
+                break;
+            }
+            let sample = state.waiting.pop_front().expect("a front sample");
+            state.held.insert(sample.response_id, bytes);
+            state.held_bytes += bytes;
+            query.push(sample);
+        }
+        if let (false, Some(reply)) = (query.is_empty(), &state.reply) {
+            self.node.submit_query(
+                pb::Query {
+                    query_id: 0,
+                    samples: query,
+                },
+                reply,
+            );
+        }
+    }
+
+    /// Drops the reply channel: the completion thread ends once the node
+    /// holds no sender either.
+    fn close(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.reply = None;
+        state.waiting.clear();
     }
 }
