@@ -15,7 +15,9 @@
 //! * [`codec`]: encoding and size-limited decoding;
 //! * [`dtype`]: tensor element types, as numpy names them;
 //! * [`framing`]: QUIC's length-prefixed frames;
-//! * [`logging`]: the diagnostics setup every netdiv binary shares;
+//! * `logging` (feature `logging`): the diagnostics setup and flags every
+//!   netdiv binary shares, apart so that speaking the protocol does not
+//!   pull clap and tracing-subscriber;
 //! * [`sample`]: samples and completions checked at the edge;
 //! * [`transport`]: limits, windows, keep-alives and timeouts.
 
@@ -28,6 +30,7 @@ pub mod benchmark;
 pub mod codec;
 pub mod dtype;
 pub mod framing;
+#[cfg(feature = "logging")]
 pub mod logging;
 pub mod sample;
 pub mod transport;

@@ -519,3 +519,143 @@ fn function_lengths_are_counted_from_fn_to_its_brace() {
         vec![(1, "a".to_string(), 3), (6, "c".to_string(), 4)]
     );
 }
+
+/// The entries of docs/architecture.md's loadgen-node map (the code block
+/// that starts `loadgen-node/src/`), as paths under that folder: an entry
+/// is a name at an indent of two spaces per level (descriptions continue
+/// further right), a folder when it ends in `/`.
+fn module_map(doc: &str) -> Vec<String> {
+    let Some(start) = doc.find("```\nloadgen-node/src/\n") else {
+        return Vec::new();
+    };
+    let block = &doc[start + 4..];
+    let block = &block[..block.find("```").unwrap_or(block.len())];
+    let mut folders: Vec<String> = Vec::new();
+    let mut entries = Vec::new();
+    for line in block.lines().skip(1) {
+        let indent = line.len() - line.trim_start().len();
+        let Some(name) = line.split_whitespace().next() else {
+            continue;
+        };
+        if indent == 0 || indent >= 20 || indent % 2 != 0 {
+            continue;
+        }
+        folders.truncate(indent / 2 - 1);
+        let path = format!("{}{name}", folders.concat());
+        if name.ends_with('/') {
+            folders.push(name.to_string());
+        }
+        entries.push(path);
+    }
+    entries
+}
+
+/// docs/architecture.md's map of loadgen-node matches the tree: every
+/// entry exists, every folder of Rust sources is in it, and where it
+/// lists a folder's files one by one it lists them all (`mod.rs` aside).
+#[test]
+fn the_architecture_docs_module_map_matches_the_tree() {
+    let root = workspace_root();
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).expect("architecture.md");
+    let entries = module_map(&doc);
+    assert!(entries.len() > 20, "no module map found: {entries:?}");
+    let src = root.join("loadgen-node/src");
+    let missing: Vec<&String> = entries.iter().filter(|e| !src.join(e).exists()).collect();
+    assert!(
+        missing.is_empty(),
+        "the map names what does not exist: {missing:?}"
+    );
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut unmapped = Vec::new();
+    for file in &files {
+        let relative = file
+            .strip_prefix(&src)
+            .expect("under src")
+            .to_string_lossy()
+            .to_string();
+        let (folder, name) = match relative.rfind('/') {
+            Some(i) => (relative[..=i].to_string(), &relative[i + 1..]),
+            None => (String::new(), relative.as_str()),
+        };
+        if !folder.is_empty() && !entries.contains(&folder) {
+            unmapped.push(folder.clone());
+        }
+        let folder_lists_files = entries.iter().any(|e| {
+            e.starts_with(&folder) && e.ends_with(".rs") && !e[folder.len()..].contains('/')
+        });
+        if folder_lists_files && name != "mod.rs" && !entries.contains(&relative) {
+            unmapped.push(relative);
+        }
+    }
+    unmapped.sort();
+    unmapped.dedup();
+    assert!(
+        unmapped.is_empty(),
+        "docs/architecture.md's loadgen-node map leaves out: {unmapped:?}"
+    );
+}
+
+#[test]
+fn the_module_map_is_read_as_written() {
+    let doc = "x\n```\nloadgen-node/src/\n  lib.rs\n  cli/                    the CLI\n    \
+               run/                  run; plan.rs\n                          more.rs words\n    \
+               args.rs               flags\n  main.rs\n```\n";
+    assert_eq!(
+        module_map(doc),
+        ["lib.rs", "cli/", "cli/run/", "cli/args.rs", "main.rs"]
+    );
+}
+
+/// The normal dependencies of `krate` (with `features`), as `cargo tree`
+/// resolves them for that crate alone: one crate name per line.
+fn dependency_names(krate: &str, features: &[&str]) -> Vec<String> {
+    let mut command = std::process::Command::new(std::env::var("CARGO").unwrap_or("cargo".into()));
+    command.current_dir(workspace_root()).args([
+        "tree",
+        "--offline",
+        "-e",
+        "normal",
+        "--prefix",
+        "none",
+        "-p",
+        krate,
+    ]);
+    for feature in features {
+        command.args(["--features", feature]);
+    }
+    let out = command.output().expect("cargo tree runs");
+    assert!(
+        out.status.success(),
+        "cargo tree -p {krate}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(String::from))
+        .collect()
+}
+
+/// Speaking the protocol pulls neither the command line nor the logging
+/// subscriber: `netdiv-proto` has them only behind its `logging`
+/// feature, which the daemons turn on (shown pulling them, so the check
+/// can tell).
+#[test]
+fn the_protocol_crate_pulls_no_cli_or_logging_crates() {
+    const CLI_AND_LOGGING: [&str; 3] = ["clap", "tracing-subscriber", "tracing-journald"];
+    for krate in ["netdiv-proto", "qdl"] {
+        let names = dependency_names(krate, &[]);
+        let pulled: Vec<&&str> = CLI_AND_LOGGING
+            .iter()
+            .filter(|c| names.iter().any(|n| n == *c))
+            .collect();
+        assert!(pulled.is_empty(), "{krate} pulls {pulled:?}");
+    }
+    let with = dependency_names("netdiv-proto", &["netdiv-proto/logging"]);
+    for c in CLI_AND_LOGGING {
+        assert!(
+            with.iter().any(|n| n == c),
+            "the logging feature lacks {c}: {with:?}"
+        );
+    }
+}
