@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use netdiv_proto::sample::completion_output;
 use netdiv_proto::{pb, Benchmark};
+use qdl::pool::Window;
 use qdl::samples::SampleStore;
 use sut_node::node::{Node, ReplyTo};
 use tokio::sync::mpsc;
@@ -177,13 +178,12 @@ impl Drop for LocalNodeSut {
     }
 }
 
-/// The node and what waits to go to it: samples go in the order issued,
-/// while the node holds fewer than the QDL's window of samples and bytes
-/// (one sample goes whatever its size when the node holds none).
+/// The node and what waits to go to it: samples go in the order issued
+/// while the node is under the QDL's window of samples and bytes, by the
+/// rule the QDL's pool applies to a node.
 struct Feed {
     node: Arc<Node>,
-    window_samples: u64,
-    window_bytes: u64,
+    window: Window,
     state: Mutex<FeedState>,
 }
 
@@ -200,8 +200,10 @@ impl Feed {
     fn new(node: Arc<Node>, reply: ReplyTo, benchmark: &Benchmark) -> Feed {
         Feed {
             node,
-            window_samples: qdl::network::defaults::WINDOW_SAMPLES,
-            window_bytes: netdiv_proto::transport::default_window_bytes(benchmark),
+            window: Window {
+                samples: qdl::network::defaults::WINDOW_SAMPLES,
+                bytes: netdiv_proto::transport::default_window_bytes(benchmark),
+            },
             state: Mutex::new(FeedState {
                 reply: Some(reply),
                 ..FeedState::default()
@@ -232,14 +234,13 @@ impl Feed {
     /// samples that fit the window.
     fn send(&self, state: &mut FeedState) {
         let mut query = Vec::new();
-        while let Some(next) = state.waiting.front() {
-            let bytes = next.data.len() as u64;
-            let held = state.held.len() as u64;
-            let fits = held < self.window_samples && state.held_bytes + bytes <= self.window_bytes;
-            if !(fits || held == 0) {
+        while (state.held.len() as u64) < self.window.samples
+            && state.held_bytes < self.window.bytes
+        {
+            let Some(sample) = state.waiting.pop_front() else {
                 break;
-            }
-            let sample = state.waiting.pop_front().expect("a front sample");
+            };
+            let bytes = sample.data.len() as u64;
             state.held.insert(sample.response_id, bytes);
             state.held_bytes += bytes;
             query.push(sample);
