@@ -106,9 +106,105 @@ pub enum OnnxError {
         /// What went wrong.
         reason: String,
     },
+    /// The model does not fit the samples that must feed it.
+    #[error("model {}: {problem}", path.display())]
+    Mismatch {
+        /// The model file.
+        path: PathBuf,
+        /// How it does not fit.
+        problem: ModelMismatch,
+    },
     /// CUDA was requested but the loaded runtime has no CUDA provider.
     #[error("the CUDA execution provider was asked for, but this ONNX Runtime has none (the PyPI onnxruntime wheel is CPU-only; onnxruntime-gpu has CUDA)")]
     NoCuda,
+}
+
+/// How a model does not fit the samples that must feed it.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ModelMismatch {
+    /// `input_name` names no input of the model.
+    #[error("no input named {name:?} (inputs: {inputs})")]
+    NoSuchInput {
+        /// The configured name.
+        name: String,
+        /// The model's inputs, comma-separated.
+        inputs: String,
+    },
+    /// The model takes nothing.
+    #[error("the model has no inputs")]
+    NoInputs,
+    /// A sample can fill one input only.
+    #[error("the model has {count} inputs ({inputs}); samples can feed only a model with one")]
+    ManyInputs {
+        /// How many inputs the model has.
+        count: usize,
+        /// Their names, comma-separated.
+        inputs: String,
+    },
+    /// The input (named) is a sequence or a map.
+    #[error("input {0:?} is not a tensor")]
+    NotATensor(String),
+    /// The input's element type has no wire type.
+    #[error("input {input:?} has element type {element}, which samples cannot carry")]
+    ElementType {
+        /// The input.
+        input: String,
+        /// Its element type, as ONNX Runtime names it.
+        element: String,
+    },
+    /// The input (named) has no batch dimension.
+    #[error("input {0:?} is a scalar; it needs a batch dimension")]
+    Scalar(String),
+    /// The batch dimension is fixed above 1.
+    #[error(
+        "input {input:?} has a fixed batch of {batch}; only a dynamic batch or a batch of 1 is \
+         supported"
+    )]
+    FixedBatch {
+        /// The input.
+        input: String,
+        /// Its fixed batch.
+        batch: i64,
+    },
+    /// A dimension after the batch is dynamic.
+    #[error("input {input:?} has shape {dims:?}: only the first (batch) dimension may be dynamic")]
+    DynamicDims {
+        /// The input.
+        input: String,
+        /// Its shape (-1: dynamic).
+        dims: Vec<i64>,
+    },
+    /// `output_name` names no output of the model.
+    #[error("no output named {0:?}")]
+    NoSuchOutput(String),
+    /// The model gives nothing.
+    #[error("the model has no outputs")]
+    NoOutputs,
+}
+
+/// Why a batch could not run; every sample of the batch gets it.
+#[derive(Debug, thiserror::Error)]
+enum InferError {
+    #[error("input tensor: {0}")]
+    Input(ort::Error),
+    #[error("session poisoned")]
+    Poisoned,
+    #[error("inference failed: {0}")]
+    Run(ort::Error),
+    #[error("the model gave no output {0:?}")]
+    NoOutput(String),
+    #[error("reading the output: {0}")]
+    Read(ort::Error),
+    #[error("the output is not a tensor")]
+    NotATensor,
+    #[error("outputs of element type {0} are not supported")]
+    Unsupported(String),
+    #[error("output {name:?} has {bytes} bytes, not a whole row per sample of {samples}")]
+    Ragged {
+        name: String,
+        bytes: usize,
+        samples: usize,
+    },
 }
 
 /// The model's input as samples must fill it.
@@ -260,8 +356,12 @@ impl OnnxBackend {
         for _ in 1..config.devices.max(1) {
             sessions.push(open(provider == CUDA).map_err(model_error)?);
         }
-        let (input, model_dtype) = input_spec(&sessions[0], config).map_err(model_error)?;
-        let output_name = output_name(&sessions[0], config).map_err(model_error)?;
+        let mismatch = |problem| OnnxError::Mismatch {
+            path: model.clone(),
+            problem,
+        };
+        let (input, model_dtype) = input_spec(&sessions[0], config).map_err(mismatch)?;
+        let output_name = output_name(&sessions[0], config).map_err(mismatch)?;
         let wire = match &config.wire_dtype {
             Some(name) => name
                 .parse::<DType>()
@@ -304,7 +404,7 @@ impl OnnxBackend {
 
     /// Runs `samples` (all of the right size) as one inference; returns one
     /// response per sample or one error for all.
-    fn infer(&self, device: usize, samples: &[&[u8]]) -> Result<Vec<Vec<u8>>, String> {
+    fn infer(&self, device: usize, samples: &[&[u8]]) -> Result<Vec<Vec<u8>>, InferError> {
         let n = samples.len();
         let mut shape = vec![n as i64];
         shape.extend(self.input.sample_dims.iter().map(|&d| d as i64));
@@ -315,22 +415,22 @@ impl OnnxBackend {
             InputElements::I32(v) => Tensor::from_array((shape, v)).map(|t| t.into_dyn()),
             InputElements::I64(v) => Tensor::from_array((shape, v)).map(|t| t.into_dyn()),
         }
-        .map_err(|e| format!("input tensor: {e}"))?;
+        .map_err(InferError::Input)?;
         let session = &self.sessions[device % self.sessions.len()];
-        let mut session = session.lock().map_err(|_| "session poisoned".to_string())?;
+        let mut session = session.lock().map_err(|_| InferError::Poisoned)?;
         let outputs = session
             .run(ort::inputs![self.input.name.as_str() => tensor])
-            .map_err(|e| format!("inference failed: {e}"))?;
+            .map_err(InferError::Run)?;
         let output = outputs
             .get(&self.output_name)
-            .ok_or_else(|| format!("the model gave no output {:?}", self.output_name))?;
+            .ok_or_else(|| InferError::NoOutput(self.output_name.clone()))?;
         let (dtype, bytes) = output_bytes(output)?;
         if n == 0 || bytes.len() % n != 0 {
-            return Err(format!(
-                "output {:?} has {} bytes, not a whole row per sample of {n}",
-                self.output_name,
-                bytes.len()
-            ));
+            return Err(InferError::Ragged {
+                name: self.output_name.clone(),
+                bytes: bytes.len(),
+                samples: n,
+            });
         }
         Ok(bytes
             .chunks_exact(bytes.len() / n)
@@ -340,7 +440,7 @@ impl OnnxBackend {
 }
 
 /// The input samples feed and the element type the model takes there.
-fn input_spec(session: &Session, config: &OnnxConfig) -> Result<(InputSpec, DType), String> {
+fn input_spec(session: &Session, config: &OnnxConfig) -> Result<(InputSpec, DType), ModelMismatch> {
     let names = || {
         session
             .inputs()
@@ -354,45 +454,43 @@ fn input_spec(session: &Session, config: &OnnxConfig) -> Result<(InputSpec, DTyp
             .inputs()
             .iter()
             .find(|i| i.name() == name)
-            .ok_or_else(|| format!("no input named {name:?} (inputs: {})", names()))?,
-        None => session.inputs().first().ok_or("the model has no inputs")?,
+            .ok_or_else(|| ModelMismatch::NoSuchInput {
+                name: name.clone(),
+                inputs: names(),
+            })?,
+        None => session.inputs().first().ok_or(ModelMismatch::NoInputs)?,
     };
     if session.inputs().len() > 1 {
-        return Err(format!(
-            "the model has {} inputs ({}); samples can feed only a model with one",
-            session.inputs().len(),
-            names()
-        ));
+        return Err(ModelMismatch::ManyInputs {
+            count: session.inputs().len(),
+            inputs: names(),
+        });
     }
+    let input = || outlet.name().to_string();
     let ValueType::Tensor { ty, shape, .. } = outlet.dtype() else {
-        return Err(format!("input {:?} is not a tensor", outlet.name()));
+        return Err(ModelMismatch::NotATensor(input()));
     };
-    let dtype = dtype_of(*ty).ok_or_else(|| {
-        format!(
-            "input {:?} has element type {ty}, which samples cannot carry",
-            outlet.name()
-        )
+    let dtype = dtype_of(*ty).ok_or_else(|| ModelMismatch::ElementType {
+        input: input(),
+        element: ty.to_string(),
     })?;
     let dims: &[i64] = shape;
     let Some((&batch, rest)) = dims.split_first() else {
-        return Err(format!(
-            "input {:?} is a scalar; it needs a batch dimension",
-            outlet.name()
-        ));
+        return Err(ModelMismatch::Scalar(input()));
     };
     if batch != -1 && batch != 1 {
-        return Err(format!(
-            "input {:?} has a fixed batch of {batch}; only a dynamic batch or a batch of 1 is supported",
-            outlet.name()
-        ));
+        return Err(ModelMismatch::FixedBatch {
+            input: input(),
+            batch,
+        });
     }
     let mut sample_dims = Vec::with_capacity(rest.len());
     for &d in rest {
         if d < 1 {
-            return Err(format!(
-                "input {:?} has shape {dims:?}: only the first (batch) dimension may be dynamic",
-                outlet.name()
-            ));
+            return Err(ModelMismatch::DynamicDims {
+                input: input(),
+                dims: dims.to_vec(),
+            });
         }
         sample_dims.push(d as usize);
     }
@@ -406,28 +504,28 @@ fn input_spec(session: &Session, config: &OnnxConfig) -> Result<(InputSpec, DTyp
     ))
 }
 
-fn output_name(session: &Session, config: &OnnxConfig) -> Result<String, String> {
+fn output_name(session: &Session, config: &OnnxConfig) -> Result<String, ModelMismatch> {
     match &config.output_name {
         Some(name) if session.outputs().iter().any(|o| o.name() == name) => Ok(name.clone()),
-        Some(name) => Err(format!("no output named {name:?}")),
+        Some(name) => Err(ModelMismatch::NoSuchOutput(name.clone())),
         None => session
             .outputs()
             .first()
             .map(|o| o.name().to_string())
-            .ok_or_else(|| "the model has no outputs".to_string()),
+            .ok_or(ModelMismatch::NoOutputs),
     }
 }
 
 /// An output tensor as little-endian bytes and its element type.
-fn output_bytes(value: &DynValue) -> Result<(DType, Vec<u8>), String> {
+fn output_bytes(value: &DynValue) -> Result<(DType, Vec<u8>), InferError> {
     fn le<T: Copy, const N: usize>(data: &[T], to: fn(T) -> [u8; N]) -> Vec<u8> {
         data.iter().flat_map(|&v| to(v)).collect()
     }
-    let err = |e: ort::Error| format!("reading the output: {e}");
+    let err = InferError::Read;
     let ValueType::Tensor { ty, .. } = value.dtype() else {
-        return Err("the output is not a tensor".into());
+        return Err(InferError::NotATensor);
     };
-    let unsupported = || format!("outputs of element type {ty} are not supported");
+    let unsupported = || InferError::Unsupported(ty.to_string());
     let dtype = dtype_of(*ty).ok_or_else(unsupported)?;
     let bytes = match dtype {
         DType::F32 => le(
@@ -512,6 +610,7 @@ impl Backend for OnnxBackend {
                     }
                 }
                 Err(e) => {
+                    let e = e.to_string();
                     for &i in group {
                         results[i] = Err(SampleError::Inference(e.clone()));
                     }
