@@ -27,6 +27,13 @@ pub struct LimitsConfig {
     /// Answers of one stream its client has not read yet; the node stops
     /// reading that stream's queries until it does \[16384\].
     pub max_unread_answers: Option<usize>,
+    /// Requests (gRPC calls, QUIC streams) not yet started, per transport,
+    /// across all clients; more are shed with "unavailable" \[1024\].
+    pub max_pending_requests: Option<usize>,
+    /// Longest a request may take to start its answer, in ms (a unary call
+    /// to answer, a query stream to be taken by the node); past it the
+    /// request ends with a deadline error \[10000\].
+    pub request_timeout_ms: Option<u64>,
 }
 
 /// The limits a node runs with.
@@ -42,6 +49,10 @@ pub struct Limits {
     pub max_bytes_held: u64,
     /// Unread answers of one stream.
     pub max_unread_answers: usize,
+    /// Requests not yet started, per transport.
+    pub max_pending_requests: usize,
+    /// Longest a request may take to start its answer.
+    pub request_timeout: std::time::Duration,
 }
 
 impl Limits {
@@ -54,6 +65,8 @@ impl Limits {
             max_bytes_held: (1u64 << 30)
                 .max(8 * netdiv_proto::transport::default_window_bytes(benchmark)),
             max_unread_answers: 16_384,
+            max_pending_requests: 1024,
+            request_timeout: std::time::Duration::from_secs(10),
         }
     }
 
@@ -69,6 +82,12 @@ impl Limits {
             max_samples_held: config.max_samples_held.unwrap_or(d.max_samples_held),
             max_bytes_held: config.max_bytes_held.unwrap_or(d.max_bytes_held),
             max_unread_answers: config.max_unread_answers.unwrap_or(d.max_unread_answers),
+            max_pending_requests: config
+                .max_pending_requests
+                .unwrap_or(d.max_pending_requests),
+            request_timeout: config
+                .request_timeout_ms
+                .map_or(d.request_timeout, std::time::Duration::from_millis),
         };
         for (key, value) in [
             ("max_connections", limits.max_connections as u64),
@@ -79,6 +98,11 @@ impl Limits {
             ("max_samples_held", limits.max_samples_held),
             ("max_bytes_held", limits.max_bytes_held),
             ("max_unread_answers", limits.max_unread_answers as u64),
+            ("max_pending_requests", limits.max_pending_requests as u64),
+            (
+                "request_timeout_ms",
+                limits.request_timeout.as_millis() as u64,
+            ),
         ] {
             if value == 0 {
                 anyhow::bail!("config file key limits.{key} must be at least 1");

@@ -34,6 +34,7 @@ pub struct NodeMetrics {
     inference_seconds: Histogram,
     open_connections: Family<Labels, Gauge>,
     connections: Family<Labels, Counter>,
+    requests: Family<Labels, Counter>,
 }
 
 impl Default for NodeMetrics {
@@ -54,6 +55,7 @@ impl Default for NodeMetrics {
             inference_seconds: Histogram::new(exponential_buckets(1e-5, 2.0, 25)),
             open_connections: Family::default(),
             connections: Family::default(),
+            requests: Family::default(),
         }
     }
 }
@@ -142,7 +144,23 @@ impl NodeMetrics {
             "Connections (QUIC) and query streams (gRPC) opened",
             m.connections.clone(),
         );
+        registry.register(
+            "requests",
+            "Requests (gRPC calls, QUIC streams) by transport, method and outcome \
+             (ok, error, shed, timeout)",
+            m.requests.clone(),
+        );
         registry
+    }
+
+    /// A request on `transport` ended its start with `outcome`.
+    pub fn request(&self, transport: &str, method: &str, outcome: &str) {
+        let labels = vec![
+            ("transport".to_string(), transport.to_string()),
+            ("method".to_string(), method.to_string()),
+            ("outcome".to_string(), outcome.to_string()),
+        ];
+        self.requests.get_or_create(&labels).inc();
     }
 
     /// A query of `samples` samples, `bytes` of sample data, arrived.

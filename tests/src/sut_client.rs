@@ -128,11 +128,11 @@ pub enum ClientCert {
 }
 
 /// A gRPC channel to `node` (TLS when the node has certificates).
-pub async fn grpc_client(node: &NodeProcess, cert: ClientCert) -> Result<SutNodeClient<Channel>> {
+pub async fn grpc_channel(node: &NodeProcess, cert: ClientCert) -> Result<Channel> {
     let addr = node
         .grpc
         .ok_or_else(|| anyhow!("node has no gRPC listener"))?;
-    let channel = match &node.certs {
+    Ok(match &node.certs {
         None => {
             Channel::from_shared(format!("http://{addr}"))?
                 .connect()
@@ -153,8 +153,12 @@ pub async fn grpc_client(node: &NodeProcess, cert: ClientCert) -> Result<SutNode
                 .connect()
                 .await?
         }
-    };
-    Ok(SutNodeClient::new(channel)
+    })
+}
+
+/// The node's gRPC client over [`grpc_channel`].
+pub async fn grpc_client(node: &NodeProcess, cert: ClientCert) -> Result<SutNodeClient<Channel>> {
+    Ok(SutNodeClient::new(grpc_channel(node, cert).await?)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES))
 }

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use netdiv_proto::codec::{self, Codec};
 use netdiv_proto::pb::{self, quic_request, quic_response};
 use netdiv_tests::sut_client::{
-    grpc_client, grpc_collect, plain_query, quic_connect, quic_query, quic_raw, quic_request,
-    versioned, ClientCert, NodeProcess,
+    grpc_channel, grpc_client, grpc_collect, plain_query, quic_connect, quic_query, quic_raw,
+    quic_request, versioned, ClientCert, NodeProcess,
 };
 use netdiv_tests::test_dir;
 use sut_node::backend::llm::expected_tokens;
@@ -972,4 +972,129 @@ fn token_benchmarks_refuse_backends_that_answer_whole_samples() {
         format!("{err:#}").contains("backend synthetic-llm streams tokens, but benchmark resnet50"),
         "{err:#}"
     );
+}
+
+/// The node's request policy holds on both transports, through the same
+/// layers: a request whose answer never starts ends at the time limit (a
+/// gRPC call whose message never comes, a QUIC stream whose request frame
+/// is never finished; the client is told why), a request past the limit of
+/// requests being started is shed with a reason, the slot comes back, and
+/// the metrics count each by transport, method and outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_request_policy_sheds_and_times_out_on_both_transports() {
+    let dir = test_dir("policy").unwrap();
+    let config = sut_node::config::FileConfig {
+        benchmark: Some("resnet50".into()),
+        limits: sut_node::limits::LimitsConfig {
+            max_pending_requests: Some(1),
+            request_timeout_ms: Some(1000),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let config_path = dir.path().join("sut-node.toml");
+    std::fs::write(
+        &config_path,
+        netdiv_tests::configs::node_toml(&config).unwrap(),
+    )
+    .unwrap();
+    let node = NodeProcess::start(
+        "policy-a",
+        Some(dir.path()),
+        &[
+            "--config",
+            config_path.to_str().unwrap(),
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ],
+    )
+    .unwrap();
+
+    // gRPC: a Name call whose request message never comes holds the only
+    // slot; a second call meanwhile is shed; the first ends at the limit.
+    let mut stuck = tonic::client::Grpc::new(grpc_channel(&node, ClientCert::None).await.unwrap());
+    stuck.ready().await.unwrap();
+    let started = Instant::now();
+    let held = tokio::spawn(async move {
+        stuck
+            .client_streaming(
+                versioned(futures::stream::pending::<pb::NameRequest>()),
+                tonic::codegen::http::uri::PathAndQuery::from_static("/netdiv.v1.SutNode/Name"),
+                tonic_prost::ProstCodec::<pb::NameRequest, pb::NameResponse>::default(),
+            )
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut client = grpc_client(&node, ClientCert::None).await.unwrap();
+    let name = || pb::NameRequest {
+        protocol_version: netdiv_proto::PROTOCOL_VERSION,
+    };
+    let shed = client.name(versioned(name())).await.unwrap_err();
+    assert_eq!(shed.code(), tonic::Code::Unavailable, "{shed:?}");
+    assert!(
+        shed.message().contains("limits.max_pending_requests"),
+        "{shed:?}"
+    );
+    let timed_out = held.await.unwrap().unwrap_err();
+    assert_eq!(
+        timed_out.code(),
+        tonic::Code::DeadlineExceeded,
+        "{timed_out:?}"
+    );
+    assert!(
+        timed_out.message().contains("limits.request_timeout_ms"),
+        "{timed_out:?}"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(900));
+    // The slot came back.
+    let answer = client.name(versioned(name())).await.unwrap();
+    assert_eq!(answer.get_ref().name, "policy-a");
+
+    // QUIC: a stream whose request frame never ends is answered with an
+    // error frame at the limit, and the node goes on serving.
+    let conn = quic_connect(&node, ClientCert::None, netdiv_proto::ALPN)
+        .await
+        .unwrap();
+    let (mut send, mut recv) = conn.open_bi().await.unwrap();
+    send.write_all(&[0, 0, 0, 10, 1]).await.unwrap();
+    let reply = tokio::time::timeout(Duration::from_secs(10), recv.read_to_end(1 << 20))
+        .await
+        .expect("the node never ended the stream")
+        .unwrap();
+    let mut decoder = netdiv_proto::framing::FrameDecoder::new(1 << 20);
+    decoder.push(&reply);
+    let frame = decoder.next_frame().unwrap().expect("an error frame");
+    let frame: pb::QuicResponse = netdiv_proto::framing::decode(frame, "QuicResponse").unwrap();
+    match frame.kind {
+        Some(quic_response::Kind::Error(e)) => {
+            assert!(e.contains("limits.request_timeout_ms"), "{e}")
+        }
+        other => panic!("expected an error frame, got {other:?}"),
+    }
+    let data = inputs(3, 9);
+    assert_outputs(
+        &quic_query(&conn, plain_query(1, 10, &data)).await.unwrap(),
+        &data,
+        10,
+    );
+
+    let scrape = netdiv_tests::prometheus::scrape(node.metrics.unwrap()).unwrap();
+    let count = |transport: &str, method: &str, outcome: &str| -> f64 {
+        scrape
+            .values(
+                "netdiv_node_requests_total",
+                &[
+                    ("transport", transport),
+                    ("method", method),
+                    ("outcome", outcome),
+                ],
+            )
+            .iter()
+            .sum()
+    };
+    assert_eq!(count("grpc", "Name", "shed"), 1.0);
+    assert_eq!(count("grpc", "Name", "timeout"), 1.0);
+    assert!(count("grpc", "Name", "ok") >= 1.0);
+    assert_eq!(count("quic", "stream", "timeout"), 1.0);
+    assert_eq!(count("quic", "Infer", "ok"), 1.0);
 }

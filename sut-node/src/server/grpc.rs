@@ -16,7 +16,10 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tonic_health::pb::health_server::{Health, HealthServer};
 
+use tower::{BoxError, ServiceBuilder};
+
 use super::connections::{self, ConnectionLimit};
+use super::policy::{PolicyRequest, PolicyResponse, Refused, RequestPolicy};
 use super::{next_batch, version_mismatch, Unread, COMPLETIONS_PER_MESSAGE};
 
 /// How often the node pings an idle client connection.
@@ -52,11 +55,8 @@ pub async fn start(
     let mut builder = tonic::transport::Server::builder()
         .initial_stream_window_size(Some(HTTP2_STREAM_WINDOW))
         .initial_connection_window_size(Some(HTTP2_CONNECTION_WINDOW))
-        // Streams a client may open on one connection; calls past it are
-        // shed with "unavailable" instead of queueing in the node.
+        // Streams a client may open on one connection: HTTP/2 refuses more.
         .max_concurrent_streams(Some(limits.max_streams_per_connection))
-        .concurrency_limit_per_connection(limits.max_streams_per_connection as usize)
-        .load_shed(true)
         // A client that vanished without closing is noticed, and its
         // connection's slot comes back.
         .http2_keepalive_interval(Some(SERVER_KEEP_ALIVE_INTERVAL))
@@ -73,6 +73,7 @@ pub async fn start(
             .context("gRPC TLS configuration")?;
     }
     let name = node.settings().name.clone();
+    let node_metrics = node.metrics().clone();
     let limit = ConnectionLimit::new(limits.max_connections, "grpc", &name);
     let max_message = message_limit(&node.settings().benchmark);
     let service = SutNodeServer::new(GrpcService {
@@ -81,7 +82,13 @@ pub async fn start(
     })
     .max_decoding_message_size(max_message)
     .max_encoding_message_size(max_message);
-    let router = builder.add_service(health).add_service(service);
+    // Every call, health checks included, passes the node's request
+    // policy; its refusals reach the client as gRPC statuses.
+    let policy = RequestPolicy::from_limits(&limits).layers("grpc", node_metrics);
+    let router = builder
+        .layer(ServiceBuilder::new().map_err(grpc_status).layer(policy))
+        .add_service(health)
+        .add_service(service);
     let mut stop = closing;
     let task = tokio::spawn(async move {
         let incoming = connections::incoming(listener, limit);
@@ -95,6 +102,42 @@ pub async fn start(
         }
     });
     Ok((addr, task))
+}
+
+/// The policy's refusals as the gRPC statuses a client acts on:
+/// "unavailable" (try again, elsewhere) when shed, "deadline exceeded"
+/// when the answer did not start in time.
+fn grpc_status(e: BoxError) -> BoxError {
+    match e.downcast::<Refused>() {
+        Ok(refused) => Box::new(match *refused {
+            Refused::Overloaded(_) => Status::unavailable(refused.to_string()),
+            Refused::TimedOut(_) => Status::deadline_exceeded(refused.to_string()),
+        }),
+        Err(e) => e,
+    }
+}
+
+impl<B> PolicyRequest for http::Request<B> {
+    fn method(&self) -> &'static str {
+        let path = self.uri().path();
+        match path.rsplit_once('/') {
+            Some((service, _)) if service.ends_with("grpc.health.v1.Health") => "Health",
+            Some((_, "Infer")) => "Infer",
+            Some((_, "Name")) => "Name",
+            Some((_, "Info")) => "Info",
+            _ => "other",
+        }
+    }
+}
+
+impl<B> PolicyResponse for http::Response<B> {
+    /// A call the handler refused has its status in the headers (a
+    /// trailers-only response); a stream's later errors are the stream's.
+    fn failed(&self) -> bool {
+        self.headers()
+            .get("grpc-status")
+            .is_some_and(|status| status.as_bytes() != b"0")
+    }
 }
 
 fn check_header<T>(request: &Request<T>) -> Result<(), Status> {

@@ -2,6 +2,7 @@
 
 pub mod connections;
 pub mod grpc;
+pub mod policy;
 pub mod quic;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

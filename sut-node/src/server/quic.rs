@@ -11,7 +11,7 @@
 //! error frame and ends alone; the connection and everyone else go on.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 use netdiv_proto::framing::{self, FrameDecoder, FrameError};
@@ -20,7 +20,10 @@ use netdiv_proto::transport::{message_limit, quic_endpoint, QUIC_CLOSE_WAIT, QUI
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+use tower::{BoxError, Service, ServiceExt};
+
 use super::connections::ConnectionLimit;
+use super::policy::{PolicyRequest, PolicyResponse, RequestPolicy};
 use super::{next_batch, version_mismatch, Unread, COMPLETIONS_PER_MESSAGE};
 use crate::node::Node;
 use crate::tls::TlsFiles;
@@ -83,6 +86,38 @@ impl Drop for OpenStream {
     }
 }
 
+/// A QUIC stream as a request to the node's policy. The send half stays
+/// in a slot until the node answers, so a stream the policy refuses (shed,
+/// or its request not read in time) still gets an error frame naming why.
+struct QuicCall {
+    recv: quinn::RecvStream,
+    send: ReplySlot,
+    open: OpenStream,
+}
+
+type ReplySlot = Arc<Mutex<Option<quinn::SendStream>>>;
+
+fn take(slot: &ReplySlot) -> Option<quinn::SendStream> {
+    slot.lock().unwrap_or_else(|e| e.into_inner()).take()
+}
+
+impl PolicyRequest for QuicCall {
+    /// A QUIC stream names its request in its first frame, read inside
+    /// the policy; the answer names it ([`Served`]).
+    fn method(&self) -> &'static str {
+        "stream"
+    }
+}
+
+/// The request a stream carried, once the node has taken it.
+struct Served(&'static str);
+
+impl PolicyResponse for Served {
+    fn method(&self) -> Option<&'static str> {
+        Some(self.0)
+    }
+}
+
 /// Accepts connections until `closing` flips, then closes once every
 /// stream's answers have been delivered (or the grace time is over):
 /// closing at once would discard completions still in flight, and the
@@ -94,6 +129,15 @@ async fn serve(endpoint: quinn::Endpoint, node: Arc<Node>, mut closing: watch::R
         "quic",
         &node.settings().name,
     );
+    // One service for the whole endpoint: its clones share the policy's
+    // limit on requests being started.
+    let streams = {
+        let node = node.clone();
+        let closing = closing.clone();
+        RequestPolicy::from_limits(&node.settings().limits)
+            .layers("quic", node.metrics().clone())
+            .service_fn(move |call: QuicCall| serve_stream(call, node.clone(), closing.clone()))
+    };
     loop {
         tokio::select! {
             incoming = endpoint.accept() => {
@@ -104,12 +148,12 @@ async fn serve(endpoint: quinn::Endpoint, node: Arc<Node>, mut closing: watch::R
                 };
                 let node = node.clone();
                 let open_streams = open_streams.clone();
-                let closing = closing.clone();
+                let streams = streams.clone();
                 tokio::spawn(async move {
                     let _slot = slot;
                     let remote = incoming.remote_address();
                     match incoming.await {
-                        Ok(conn) => serve_connection(conn, node, open_streams, closing).await,
+                        Ok(conn) => serve_connection(conn, &node, open_streams, streams).await,
                         Err(e) => tracing::warn!(node = %node.settings().name, %remote, "QUIC handshake failed: {e}"),
                     }
                 });
@@ -123,23 +167,33 @@ async fn serve(endpoint: quinn::Endpoint, node: Arc<Node>, mut closing: watch::R
     let _ = tokio::time::timeout(QUIC_CLOSE_WAIT, endpoint.wait_idle()).await;
 }
 
-async fn serve_connection(
+async fn serve_connection<S>(
     conn: quinn::Connection,
-    node: Arc<Node>,
+    node: &Node,
     open_streams: Arc<watch::Sender<usize>>,
-    closing: watch::Receiver<bool>,
-) {
+    streams: S,
+) where
+    S: Service<QuicCall, Response = Served, Error = BoxError> + Clone + Send + 'static,
+    S::Future: Send,
+{
     let _open = node.metrics().connection("quic");
     loop {
         match conn.accept_bi().await {
             Ok((send, recv)) => {
-                let node = node.clone();
-                let open = OpenStream::open(&open_streams);
-                let closing = closing.clone();
+                let slot: ReplySlot = Arc::new(Mutex::new(Some(send)));
+                let call = QuicCall {
+                    recv,
+                    send: slot.clone(),
+                    open: OpenStream::open(&open_streams),
+                };
+                let name = node.settings().name.clone();
+                let streams = streams.clone();
                 tokio::spawn(async move {
-                    let _open = open;
-                    if let Err(e) = serve_stream(send, recv, &node, closing).await {
-                        tracing::warn!(node = %node.settings().name, "QUIC stream ended: {e:#}");
+                    if let Err(e) = streams.oneshot(call).await {
+                        if let Some(mut send) = take(&slot) {
+                            let _ = refuse(&mut send, e.to_string()).await;
+                        }
+                        tracing::warn!(node = %name, "QUIC stream ended: {e}");
                     }
                 });
             }
@@ -152,12 +206,19 @@ fn response(kind: quic_response::Kind) -> bytes::Bytes {
     framing::encode(&pb::QuicResponse { kind: Some(kind) })
 }
 
-/// Writes one error frame and finishes the stream.
-async fn refuse(send: &mut quinn::SendStream, reason: String) -> Result<()> {
-    send.write_all(&response(quic_response::Kind::Error(reason.clone())))
-        .await?;
-    send.finish()?;
-    anyhow::bail!("refused: {reason}");
+/// Writes one error frame and finishes the stream; the error to report is
+/// the refusal, or why it could not be written.
+async fn refuse(send: &mut quinn::SendStream, reason: String) -> anyhow::Error {
+    let written = send
+        .write_all(&response(quic_response::Kind::Error(reason.clone())))
+        .await;
+    if let Err(e) = written {
+        return e.into();
+    }
+    match send.finish() {
+        Ok(()) => anyhow::anyhow!("refused: {reason}"),
+        Err(e) => e.into(),
+    }
 }
 
 /// Reads the next frame of a stream: `Ok(None)` at a clean end.
@@ -185,43 +246,75 @@ async fn next_frame(
 /// Most bytes taken from a stream per read.
 const READ_CHUNK: usize = 1 << 20;
 
+/// Reads a stream's request and starts its answer: a Name or Info answer
+/// written, a query stream handed to its own task. Runs inside the
+/// policy's time limit, which therefore bounds a client slow to send its
+/// request too.
 async fn serve_stream(
-    mut send: quinn::SendStream,
-    mut recv: quinn::RecvStream,
-    node: &Node,
+    call: QuicCall,
+    node: Arc<Node>,
     closing: watch::Receiver<bool>,
-) -> Result<()> {
+) -> Result<Served, BoxError> {
+    let QuicCall {
+        mut recv,
+        send: slot,
+        open,
+    } = call;
     let max_message = message_limit(&node.settings().benchmark);
     let mut decoder = FrameDecoder::new(max_message);
-    let request = match next_frame(&mut recv, &mut decoder).await {
+    let request = next_frame(&mut recv, &mut decoder).await;
+    let Some(mut send) = take(&slot) else {
+        return Err("the stream's reply was already taken".into());
+    };
+    let request = match request {
         Ok(Some(request)) => request,
-        Ok(None) => return refuse(&mut send, BadRequest::Missing.to_string()).await,
-        Err(reason) => return refuse(&mut send, reason.to_string()).await,
+        Ok(None) => return refused(&mut send, BadRequest::Missing.to_string()).await,
+        Err(reason) => return refused(&mut send, reason.to_string()).await,
     };
     if let Some(msg) = version_mismatch(request.protocol_version) {
-        return refuse(&mut send, msg).await;
+        return refused(&mut send, msg).await;
     }
-    let answer = match request.kind {
+    let (method, answer) = match request.kind {
         Some(quic_request::Kind::Query(query)) => {
-            return serve_queries(query, send, recv, decoder, node, closing).await;
+            tokio::spawn(async move {
+                let _open = open;
+                if let Err(e) = serve_queries(query, send, recv, decoder, &node, closing).await {
+                    tracing::warn!(node = %node.settings().name, "QUIC stream ended: {e:#}");
+                }
+            });
+            return Ok(Served("Infer"));
         }
-        Some(quic_request::Kind::Name(_)) => quic_response::Kind::Name(pb::NameResponse {
-            name: node.settings().name.clone(),
-            protocol_version: netdiv_proto::PROTOCOL_VERSION,
-        }),
-        Some(quic_request::Kind::Info(_)) => {
-            quic_response::Kind::Info(node.info(crate::nic::interfaces()))
-        }
-        None => quic_response::Kind::Error("empty request".into()),
+        Some(quic_request::Kind::Name(_)) => (
+            "Name",
+            quic_response::Kind::Name(pb::NameResponse {
+                name: node.settings().name.clone(),
+                protocol_version: netdiv_proto::PROTOCOL_VERSION,
+            }),
+        ),
+        Some(quic_request::Kind::Info(_)) => (
+            "Info",
+            quic_response::Kind::Info(node.info(crate::nic::interfaces())),
+        ),
+        None => ("other", quic_response::Kind::Error("empty request".into())),
     };
     // A Name or Info stream carries that one request and nothing more.
     match next_frame(&mut recv, &mut decoder).await {
         Ok(None) => {}
-        Ok(Some(_)) => return refuse(&mut send, BadRequest::MoreThanOne.to_string()).await,
-        Err(reason) => return refuse(&mut send, reason.to_string()).await,
+        Ok(Some(_)) => return refused(&mut send, BadRequest::MoreThanOne.to_string()).await,
+        Err(reason) => return refused(&mut send, reason.to_string()).await,
     }
     send.write_all(&response(answer)).await?;
-    finish(send).await
+    // Delivery is waited for outside the time limit.
+    tokio::spawn(async move {
+        let _open = open;
+        let _ = finish(send).await;
+    });
+    Ok(Served(method))
+}
+
+/// [`refuse`] for the policy: the error, as the request's outcome.
+async fn refused(send: &mut quinn::SendStream, reason: String) -> Result<Served, BoxError> {
+    Err(format!("{:#}", refuse(send, reason).await).into())
 }
 
 /// Finishes a stream and waits until the client has every byte (the
@@ -294,7 +387,7 @@ async fn serve_queries(
     let (read, written) = tokio::join!(reading, writing);
     written?;
     if let Err(reason) = read {
-        return refuse(&mut send, reason).await;
+        return Err(refuse(&mut send, reason).await);
     }
     finish(send).await
 }
