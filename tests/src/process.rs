@@ -132,6 +132,29 @@ pub fn run_with_deadline(command: &mut Command, deadline: Duration) -> Result<Ex
     })
 }
 
+/// Whether `name` is a variable the test harness (cargo, nextest) sets for
+/// a test process, not one a person's shell has.
+fn set_by_the_harness(name: &str) -> bool {
+    let cargo_kept = ["CARGO_HOME", "CARGO_TARGET_DIR"];
+    name == "CARGO"
+        || (name.starts_with("CARGO_") && !cargo_kept.contains(&name))
+        || name.starts_with("NEXTEST")
+}
+
+/// `command` as a person runs it from a shell: without the variables the
+/// test harness sets. A cargo build under them is not the build the
+/// workspace had: ring's build script reruns when `CARGO_MANIFEST_DIR`
+/// changes, and every crate above ring with it (three minutes of a CI run
+/// for a build that has nothing to do).
+pub fn as_from_a_shell(command: &mut Command) -> &mut Command {
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(set_by_the_harness) {
+            command.env_remove(&name);
+        }
+    }
+    command
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

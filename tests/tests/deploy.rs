@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use netdiv_tests::mlperf_logs::{parse_accuracy, parse_issued};
+use netdiv_tests::process::as_from_a_shell;
 use netdiv_tests::text::replace_once;
 use netdiv_tests::{
     loadgen_node_bin, skip_unless_ci, sut_node_bin, tail, test_dir, workspace_root,
@@ -501,15 +502,19 @@ fn engine_node_configs_match_their_engines_and_start_timeouts() -> Result<()> {
 /// Runs `program args`, failing with its output unless it succeeds; its
 /// stdout.
 fn checked(program: &str, args: &[&str], dir: &Path) -> Result<String> {
-    let out = Command::new(program)
-        .args(args)
-        .current_dir(dir)
+    succeeds(Command::new(program).args(args).current_dir(dir))
+}
+
+/// Runs `command` without input; its output, or an error with everything
+/// it wrote.
+fn succeeds(command: &mut Command) -> Result<String> {
+    let out = command
         .stdin(Stdio::null())
         .output()
-        .with_context(|| format!("cannot run {program}"))?;
+        .with_context(|| format!("cannot run {command:?}"))?;
     ensure!(
         out.status.success(),
-        "{program} {args:?} failed:\n{}{}",
+        "{command:?} failed:\n{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
@@ -552,7 +557,11 @@ fn release_artefacts_install_and_their_nodes_answer() -> Result<()> {
         "the README's Install section no longer says `{command}`"
     );
     let root_dir = workspace_root();
-    checked("bash", &["-c", command], root_dir)?;
+    succeeds(as_from_a_shell(
+        Command::new("bash")
+            .args(["-c", command])
+            .current_dir(root_dir),
+    ))?;
     let out = root_dir.join("target/release-artefacts");
     let version = env!("CARGO_PKG_VERSION");
     checked("sha256sum", &["-c", "SHA256SUMS"], &out)?;
