@@ -19,7 +19,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Instant;
 
-use crate::dispatch::{DispatchPolicy, Dispatcher};
+use crate::dispatch::{DispatchPolicy, Dispatcher, NodeLoad};
 
 /// One sample to run: the LoadGen's response id and where its bytes are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +63,27 @@ pub struct Window {
     pub bytes: u64,
 }
 
+impl Window {
+    /// Whether a node holding `samples` samples of `bytes` bytes takes
+    /// more: while it is under both limits (so one sample larger than the
+    /// byte limit still goes to an empty node).
+    pub fn has_room(&self, samples: u64, bytes: u64) -> bool {
+        samples < self.samples && bytes < self.bytes
+    }
+
+    /// `share` (0 to 1) of this window, never below one sample.
+    pub fn scaled(&self, share: f64) -> Window {
+        if share >= 1.0 {
+            return *self;
+        }
+        let part = |limit: u64| ((limit as f64 * share).ceil() as u64).max(1);
+        Window {
+            samples: part(self.samples),
+            bytes: part(self.bytes),
+        }
+    }
+}
+
 struct Outstanding<T> {
     query_id: u64,
     /// Which sent piece the sample travelled in, so samples taken back are
@@ -82,6 +103,27 @@ struct NodeSlot<T> {
     in_flight: u64,
     in_flight_bytes: u64,
     outstanding: HashMap<u64, Outstanding<T>>,
+    /// Since when the node has held work without answering any of it:
+    /// the time its next answers took, for its rate.
+    busy_since: Option<Instant>,
+}
+
+impl<T> NodeSlot<T> {
+    fn load(&self) -> NodeLoad {
+        NodeLoad {
+            samples: self.in_flight,
+            bytes: self.in_flight_bytes,
+        }
+    }
+
+    /// Takes back everything the node held (it failed, declined or came
+    /// back).
+    fn take_all(&mut self) -> Vec<Outstanding<T>> {
+        self.in_flight = 0;
+        self.in_flight_bytes = 0;
+        self.busy_since = None;
+        self.outstanding.drain().map(|(_, o)| o).collect()
+    }
 }
 
 /// Every node failed; the run cannot go on.
@@ -110,7 +152,7 @@ pub struct Pool<T> {
     /// a second one for a sample.
     late_first_tokens: u64,
     /// Scratch for `pump`, kept to avoid allocating per decision.
-    outstanding_counts: Vec<u64>,
+    loads: Vec<NodeLoad>,
     open: Vec<bool>,
 }
 
@@ -126,16 +168,17 @@ impl<T: Clone> Pool<T> {
                     in_flight: 0,
                     in_flight_bytes: 0,
                     outstanding: HashMap::new(),
+                    busy_since: None,
                 })
                 .collect(),
             pending: VecDeque::new(),
-            dispatcher: Dispatcher::new(policy, seed),
+            dispatcher: Dispatcher::new(policy, node_count, seed),
             window,
             requeued: 0,
             next_piece_seq: 0,
             first_tokens: HashSet::new(),
             late_first_tokens: 0,
-            outstanding_counts: vec![0; node_count],
+            loads: vec![NodeLoad::default(); node_count],
             open: vec![false; node_count],
         }
     }
@@ -157,6 +200,7 @@ impl<T: Clone> Pool<T> {
     pub fn complete(&mut self, node: usize, ids: &[u64]) -> (Vec<Option<T>>, Vec<SendTo<T>>) {
         let slot = &mut self.nodes[node];
         let first_tokens = &mut self.first_tokens;
+        let mut done = NodeLoad::default();
         let tags = ids
             .iter()
             .map(|id| {
@@ -164,11 +208,21 @@ impl<T: Clone> Pool<T> {
                     slot.completed += 1;
                     slot.in_flight -= 1;
                     slot.in_flight_bytes -= o.sample.bytes;
+                    done.samples += 1;
+                    done.bytes += o.sample.bytes;
                     first_tokens.remove(id);
                     o.tag
                 })
             })
             .collect();
+        if done.samples > 0 {
+            let now = Instant::now();
+            if let Some(since) = slot.busy_since {
+                let secs = now.saturating_duration_since(since).as_secs_f64();
+                self.dispatcher.observe(node, done, secs);
+            }
+            slot.busy_since = (slot.in_flight > 0).then_some(now);
+        }
         (tags, self.pump())
     }
 
@@ -220,6 +274,7 @@ impl<T: Clone> Pool<T> {
                 returned.push(o);
             }
         }
+        self.dispatcher.forget(node);
         self.requeue_front(returned);
         self.pump_or_fail()
     }
@@ -231,9 +286,8 @@ impl<T: Clone> Pool<T> {
         if slot.failure.is_none() {
             slot.failure = Some(reason.to_string());
         }
-        slot.in_flight = 0;
-        slot.in_flight_bytes = 0;
-        let returned: Vec<Outstanding<T>> = slot.outstanding.drain().map(|(_, o)| o).collect();
+        let returned = slot.take_all();
+        self.dispatcher.forget(node);
         self.requeue_front(returned);
         self.pump_or_fail()
     }
@@ -245,9 +299,8 @@ impl<T: Clone> Pool<T> {
     pub fn rejoin(&mut self, node: usize) -> Vec<SendTo<T>> {
         let slot = &mut self.nodes[node];
         slot.failure = None;
-        slot.in_flight = 0;
-        slot.in_flight_bytes = 0;
-        let returned: Vec<Outstanding<T>> = slot.outstanding.drain().map(|(_, o)| o).collect();
+        let returned = slot.take_all();
+        self.dispatcher.forget(node);
         self.requeue_front(returned);
         self.pump()
     }
@@ -257,9 +310,7 @@ impl<T: Clone> Pool<T> {
     pub fn strand(&mut self) -> Vec<T> {
         let mut tags: Vec<T> = self.pending.drain(..).map(|p| p.tag).collect();
         for slot in &mut self.nodes {
-            slot.in_flight = 0;
-            slot.in_flight_bytes = 0;
-            tags.extend(slot.outstanding.drain().map(|(_, o)| o.tag));
+            tags.extend(slot.take_all().into_iter().map(|o| o.tag));
         }
         self.first_tokens.clear();
         tags
@@ -359,14 +410,22 @@ impl<T: Clone> Pool<T> {
     /// Sends queued pieces, in order, while some healthy node has room.
     fn pump(&mut self) -> Vec<SendTo<T>> {
         let mut sends = Vec::new();
-        while !self.pending.is_empty() {
+        // Rates change only with answers, not while sending.
+        let shares = self.dispatcher.window_shares();
+        while let Some(next) = self.pending.front() {
             for (i, n) in self.nodes.iter().enumerate() {
-                self.outstanding_counts[i] = n.in_flight;
+                self.loads[i] = n.load();
                 self.open[i] = n.failure.is_none()
-                    && n.in_flight < self.window.samples
-                    && n.in_flight_bytes < self.window.bytes;
+                    && self
+                        .window
+                        .scaled(shares[i])
+                        .has_room(n.in_flight, n.in_flight_bytes);
             }
-            let Some(node) = self.dispatcher.pick(&self.outstanding_counts, &self.open) else {
+            let piece_load = NodeLoad {
+                samples: next.samples.len() as u64,
+                bytes: next.samples.iter().map(|s| s.bytes).sum(),
+            };
+            let Some(node) = self.dispatcher.pick(&self.loads, &self.open, piece_load) else {
                 break; // Backpressure: wait for a completion to free room.
             };
             let piece = self.pending.pop_front().expect("checked non-empty");
@@ -375,6 +434,7 @@ impl<T: Clone> Pool<T> {
             // One clock read per piece; the caller sends it right after.
             let sent_at = Instant::now();
             let slot = &mut self.nodes[node];
+            slot.busy_since.get_or_insert(sent_at);
             for s in &piece.samples {
                 slot.in_flight += 1;
                 slot.in_flight_bytes += s.bytes;
@@ -610,5 +670,65 @@ mod tests {
         // Its remaining sample still counts when it answers.
         assert_eq!(p.complete(node, &[0]).0, vec![Some(0)]);
         assert_eq!(p.submit([piece(2, 5..6)]).unwrap()[0].node, 1 - node);
+    }
+
+    #[test]
+    fn the_token_aware_pool_answers_each_sample_once_through_failures_and_rejoins() {
+        let mut p: Pool<u8> = Pool::new(
+            3,
+            DispatchPolicy::Tokens,
+            Window {
+                samples: 4,
+                bytes: u64::MAX,
+            },
+            1,
+        );
+        // Prompts of very different lengths, one sample per piece.
+        let pieces = (0..200u64).map(|id| Piece {
+            query_id: id,
+            samples: vec![SampleRef {
+                response_id: id,
+                index: id as usize,
+                bytes: 4 * (8 + (id * 7919) % 1000),
+            }],
+            tag: 0,
+        });
+        let mut held: Vec<Vec<u64>> = vec![Vec::new(); 3];
+        let take = |sends: Vec<SendTo<u8>>, held: &mut Vec<Vec<u64>>| {
+            for s in sends {
+                held[s.node].extend(s.piece.samples.iter().map(|x| x.response_id));
+            }
+        };
+        take(p.submit(pieces).unwrap(), &mut held);
+        let mut answered = std::collections::HashMap::new();
+        for step in 0u64.. {
+            if p.in_flight() == 0 && p.queued() == 0 {
+                break;
+            }
+            assert!(step < 10_000, "the pool stopped making progress");
+            let node = (step % 3) as usize;
+            match step % 41 {
+                // Node 2 dies now and then, and comes back later.
+                7 if p.is_healthy(2) => {
+                    take(p.fail(2, "killed").unwrap(), &mut held);
+                    held[2].clear();
+                }
+                29 if !p.is_healthy(2) => take(p.rejoin(2), &mut held),
+                _ => {
+                    // Node 0 answers two at a time, the others one.
+                    let n = if node == 0 { 2 } else { 1 }.min(held[node].len());
+                    let ids: Vec<u64> = held[node].drain(..n).collect();
+                    let (tags, sends) = p.complete(node, &ids);
+                    for (id, tag) in ids.iter().zip(tags) {
+                        if tag.is_some() {
+                            *answered.entry(*id).or_insert(0) += 1;
+                        }
+                    }
+                    take(sends, &mut held);
+                }
+            }
+        }
+        assert_eq!(answered.len(), 200, "every sample answered");
+        assert!(answered.values().all(|&n| n == 1), "none answered twice");
     }
 }

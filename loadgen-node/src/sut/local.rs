@@ -234,8 +234,9 @@ impl Feed {
     /// samples that fit the window.
     fn send(&self, state: &mut FeedState) {
         let mut query = Vec::new();
-        while (state.held.len() as u64) < self.window.samples
-            && state.held_bytes < self.window.bytes
+        while self
+            .window
+            .has_room(state.held.len() as u64, state.held_bytes)
         {
             let Some(sample) = state.waiting.pop_front() else {
                 break;
