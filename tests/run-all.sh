@@ -53,9 +53,9 @@ lint() {
 status=0
 if command -v cargo-nextest >/dev/null 2>&1; then
   # The lint gate first, then the release builds the tests use, so nothing
-  # the lint compiles runs after them. (The release test's `cargo build`,
-  # the README's command run as written, still rebuilds under the test
-  # harness: about 170 s in CI, cause not yet found.)
+  # the lint compiles runs after them. (The release test runs the README's
+  # build command without the harness's CARGO_* variables, so it finds
+  # these builds fresh: tests/src/process.rs, as_from_a_shell.)
   lint || status=1
   prebuild
   cargo nextest run --workspace --no-fail-fast || status=$?
