@@ -93,6 +93,19 @@ struct Outstanding<T> {
     tag: T,
     /// When the piece left for this node, for per-node round trips.
     sent_at: Instant,
+    /// When this node's first token of it came (token models), for the
+    /// node's time per output token.
+    first_token_at: Option<Instant>,
+}
+
+/// When a sample outstanding on a node was sent there, and when its first
+/// token came back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SampleTiming {
+    /// When its piece left for the node.
+    pub sent_at: Instant,
+    /// When the node's first token of it came, if one did.
+    pub first_token_at: Option<Instant>,
 }
 
 struct NodeSlot<T> {
@@ -233,13 +246,17 @@ impl<T: Clone> Pool<T> {
     /// [`Pool::late_first_tokens`].
     pub fn first_token(&mut self, node: usize, ids: &[u64]) -> Vec<Option<T>> {
         let slot = &mut self.nodes[node];
+        let now = Instant::now();
         ids.iter()
             .map(|id| {
                 let tag = slot
                     .outstanding
-                    .get(id)
+                    .get_mut(id)
                     .filter(|_| self.first_tokens.insert(*id))
-                    .map(|o| o.tag.clone());
+                    .map(|o| {
+                        o.first_token_at = Some(now);
+                        o.tag.clone()
+                    });
                 match tag {
                     Some(_) => slot.completed += 1,
                     None => self.late_first_tokens += 1,
@@ -316,10 +333,14 @@ impl<T: Clone> Pool<T> {
         tags
     }
 
-    /// When the sample `id` outstanding on `node` was sent there; `None`
-    /// if it is not outstanding there (its answer will not count).
-    pub fn sent_at(&self, node: usize, id: u64) -> Option<Instant> {
-        self.nodes[node].outstanding.get(&id).map(|o| o.sent_at)
+    /// When the sample `id` outstanding on `node` was sent there and its
+    /// first token came; `None` if it is not outstanding there (its answer
+    /// will not count).
+    pub fn timing(&self, node: usize, id: u64) -> Option<SampleTiming> {
+        self.nodes[node].outstanding.get(&id).map(|o| SampleTiming {
+            sent_at: o.sent_at,
+            first_token_at: o.first_token_at,
+        })
     }
 
     /// Why `node` failed, if it did.
@@ -446,6 +467,7 @@ impl<T: Clone> Pool<T> {
                         sample: *s,
                         tag: piece.tag.clone(),
                         sent_at,
+                        first_token_at: None,
                     },
                 );
             }

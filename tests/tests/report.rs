@@ -2,7 +2,8 @@
 //! rendered in a real headless Chromium: a Server run against two real
 //! sut-nodes (every plot drawn, the verdict the summary's, the nodes and
 //! the Network-division checks there), a token model's run (TTFT and TPOT
-//! plots), a run without a trace (what could not be plotted is said, the
+//! plots) and one over nodes (each node's TTFT, TPOT and share of samples
+//! within the bounds), a run without a trace (what could not be plotted is said, the
 //! rest renders), and garbled or missing logs (a clear error naming the
 //! file and line, no panic).
 
@@ -12,8 +13,9 @@ use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
 use netdiv_tests::chromium::{attr, render, start_tags, Rendered};
-use netdiv_tests::network_run::{loadgen, Cluster, LoadgenRun};
+use netdiv_tests::network_run::{llama2_prompt_flags, loadgen, Cluster, LoadgenRun};
 use netdiv_tests::{loadgen_node_bin, run_with_deadline, tail, test_dir, write_file, UserConf};
+use sut_node::backend::llm::LlmConfig;
 use sut_node::backend::synthetic::SyntheticConfig;
 use sut_node::config::FileConfig;
 
@@ -302,6 +304,110 @@ fn a_token_models_report_has_ttft_and_tpot_plots() -> Result<()> {
         "the page does not say why there is no network section"
     );
     ensure!(rendered.dom.contains("TTFT Early Stopping Result"));
+    Ok(())
+}
+
+/// The text of each cell of the row whose first cell is `first`, in the
+/// table `table` (an id).
+fn row_cells(dom: &str, table: &str, first: &str) -> Result<Vec<String>> {
+    let at = dom
+        .find(&format!("<table id=\"{table}\""))
+        .with_context(|| format!("no table {table}"))?;
+    let dom = &dom[at..];
+    let start = dom
+        .find(&format!("<td>{first}</td>"))
+        .with_context(|| format!("no row for {first}"))?;
+    let end = start + dom[start..].find("</tr>").context("row not closed")?;
+    Ok(dom[start..end]
+        .split("</td>")
+        .filter_map(|cell| {
+            cell.rsplit_once('>')
+                .map(|(_, text)| text.trim().to_string())
+        })
+        .filter(|text| !text.is_empty())
+        .collect())
+}
+
+/// A token model's Server run over two real nodes, one decoding twice as
+/// slowly as the run's TPOT bound allows: the report shows each node's
+/// TTFT and TPOT as the QDL measured them, its share of the output tokens,
+/// and the share of its samples within the bounds: all of the fast node's
+/// within the TPOT bound, none of the slow one's.
+#[test]
+fn a_token_run_over_nodes_reports_each_nodes_ttft_tpot_and_slo_attainment() -> Result<()> {
+    let dir = test_dir("report-node-tokens")?;
+    let config = |decode_us_per_token: f64| FileConfig {
+        benchmark: Some("llama2-70b".into()),
+        llm: LlmConfig {
+            prefill_us_per_token: 5.0,
+            decode_us_per_token,
+            max_sequences: 64,
+            output_tokens: Some(16),
+            ..LlmConfig::default()
+        },
+        ..FileConfig::default()
+    };
+    let fast = Cluster::start(
+        &dir.join("fast"),
+        "grpc",
+        &["tok-fast"],
+        &config(200.0),
+        &[],
+    )?;
+    let slow = Cluster::start(
+        &dir.join("slow"),
+        "grpc",
+        &["tok-slow"],
+        &config(4000.0),
+        &[],
+    )?;
+    let conf = UserConf::new()
+        .set("*.Server.target_qps", 100)
+        .set("*.Server.min_duration", 1000)
+        .set("*.Server.min_query_count", 100)
+        .set("*.Server.tpot_latency", 2);
+    let mut extra = fast.loadgen_flags();
+    extra.extend(slow.loadgen_flags());
+    extra.extend(["--dispatch".to_string(), "round-robin".to_string()]);
+    let flags = llama2_prompt_flags(&dir, "Server", &conf, (64, 3, 1024), &extra)?;
+    let run = loadgen(&dir, &flags, Duration::from_secs(120))?;
+    run.expect_success()?;
+    let rendered = render(&reported_page(&run)?)?;
+    check_rendered(&rendered, &summary_result(&run)?, &["ttft-histogram"])?;
+    let dom = &rendered.dom;
+    ensure!(
+        dom.contains("id=\"node-tokens\""),
+        "no per-node token table"
+    );
+    // node, output tokens, share, TTFT p50, p99, TPOT p50, p99, TTFT
+    // within, TPOT within.
+    let fast = row_cells(dom, "node-tokens", "tok-fast")?;
+    let slow = row_cells(dom, "node-tokens", "tok-slow")?;
+    ensure!(fast.len() == 9 && slow.len() == 9, "{fast:?} {slow:?}");
+    for cells in [&fast, &slow] {
+        let tokens: u64 = cells[1].parse()?;
+        ensure!(tokens > 0 && cells[2].ends_with('%'), "{cells:?}");
+        ensure!(cells[3..7].iter().all(|c| c.ends_with(" ms")), "{cells:?}");
+    }
+    let tpot_ms = |cells: &[String]| cells[5].trim_end_matches(" ms").parse::<f64>();
+    ensure!(
+        tpot_ms(&slow)? > 2.0 * tpot_ms(&fast)?,
+        "the slow node's TPOT does not show: {fast:?} {slow:?}"
+    );
+    ensure!(
+        fast[8] == "100.0 %",
+        "fast node within the TPOT bound: {fast:?}"
+    );
+    ensure!(
+        slow[8] == "0.0 %",
+        "slow node within the TPOT bound: {slow:?}"
+    );
+    let all = row_cells(dom, "node-tokens", "all nodes")?;
+    let overall: f64 = all[all.len() - 1].trim_end_matches(" %").parse()?;
+    ensure!(
+        (30.0..70.0).contains(&overall),
+        "overall TPOT attainment {all:?}"
+    );
     Ok(())
 }
 

@@ -132,6 +132,25 @@ pub struct LatencySummary {
     pub buckets: Vec<(u64, u64)>,
 }
 
+impl LatencySummary {
+    /// The share of the samples within `bound_us`: those in buckets wholly
+    /// at or below it (a bucket straddling the bound counts as outside, so
+    /// the share is never overstated; buckets are 1/8 of a power of two
+    /// wide). `None` without samples.
+    pub fn share_within(&self, bound_us: u64) -> Option<f64> {
+        if self.count == 0 {
+            return None;
+        }
+        let within: u64 = self
+            .buckets
+            .iter()
+            .filter(|(upper, _)| *upper <= bound_us.saturating_add(1))
+            .map(|(_, n)| n)
+            .sum();
+        Some(within as f64 / self.count as f64)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,6 +186,26 @@ mod tests {
             assert!(
                 p >= true_value && p <= true_value + true_value / 8,
                 "{p} vs {true_value}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_share_within_a_bound_never_overstates() {
+        let h = LatencyHistogram::default();
+        assert_eq!(h.snapshot().share_within(100), None);
+        for us in 1..=1000 {
+            h.record(us);
+        }
+        let s = h.snapshot();
+        assert_eq!(s.share_within(u64::MAX), Some(1.0));
+        assert_eq!(s.share_within(0), Some(0.0));
+        for bound in [7, 100, 500, 999] {
+            let share = s.share_within(bound).unwrap();
+            let truth = bound as f64 / 1000.0;
+            assert!(
+                share <= truth && share >= truth * 7.0 / 8.0 - 0.002,
+                "{bound}: {share} vs {truth}"
             );
         }
     }

@@ -504,7 +504,19 @@ impl QueryRouter {
             let ids: Vec<u64> = run.iter().map(|(_, o)| o.id).collect();
             let run: Vec<&Output> = run.iter().map(|(_, o)| o).collect();
             if first_tokens {
-                let tags = self.lock_pool().first_token(node, &ids);
+                let tags = {
+                    let mut pool = self.lock_pool();
+                    let tags = pool.first_token(node, &ids);
+                    // Counted first tokens only: the node's TTFT.
+                    for (id, tag) in ids.iter().zip(&tags) {
+                        if let (Some(_), Some(t)) = (tag, pool.timing(node, *id)) {
+                            let first = t.first_token_at.unwrap_or(t.sent_at);
+                            let us = first.saturating_duration_since(t.sent_at).as_micros();
+                            self.traffic[node].first_token(us as u64);
+                        }
+                    }
+                    tags
+                };
                 let late = self.deliver(&run, tags, |sink, batch| sink.first_token(batch));
                 self.first_tokens
                     .fetch_add(ids.len() as u64 - late, Ordering::Relaxed);
@@ -514,10 +526,9 @@ impl QueryRouter {
                     // Only answers that count are timed (the sample is
                     // outstanding here); the pool decides, as before.
                     let now = Instant::now();
-                    for id in &ids {
-                        if let Some(sent) = pool.sent_at(node, *id) {
-                            let us = now.saturating_duration_since(sent).as_micros() as u64;
-                            self.traffic[node].round_trip(us);
+                    for output in &run {
+                        if let Some(t) = pool.timing(node, output.id) {
+                            self.traffic[node].completed(t, now, output.n_tokens);
                         }
                     }
                     pool.complete(node, &ids)

@@ -1,7 +1,8 @@
 //! What crossed the fabric, per node: samples and bytes each way (as they
 //! travelled and decoded), when the first piece left and the last answer
 //! came, and each Name() round trip. For the run record and the
-//! Network-division bandwidth check, and each node's sample round trips
+//! Network-division bandwidth check, and each node's sample round trips,
+//! time to first token, time per output token and output tokens
 //! ([`super::latency`]); counting never blocks the timed path (relaxed
 //! atomics, one short lock for the Name() times).
 
@@ -11,6 +12,7 @@ use std::time::Instant;
 
 use super::latency::LatencyHistogram;
 pub use super::latency::LatencySummary;
+use crate::pool::SampleTiming;
 
 /// Counters of one node.
 #[derive(Default)]
@@ -23,6 +25,9 @@ pub(super) struct NodeTraffic {
     decoded_bytes_received: AtomicU64,
     name_round_trips_us: Mutex<Vec<u64>>,
     latency: LatencyHistogram,
+    first_token: LatencyHistogram,
+    per_output_token: LatencyHistogram,
+    output_tokens: AtomicU64,
 }
 
 /// When traffic started and last moved, relative to the QDL's start.
@@ -82,9 +87,26 @@ impl NodeTraffic {
             .fetch_add(decoded, Ordering::Relaxed);
     }
 
-    /// A completion that counts arrived, `us` after its sample was sent.
-    pub(super) fn round_trip(&self, us: u64) {
-        self.latency.record(us);
+    /// A completion that counts arrived at `now`, with `n_tokens` tokens
+    /// (0: not a token model): its round trip and, for a token model whose
+    /// first token came, its time per output token as the LoadGen reckons
+    /// it (first token to completion over the tokens after the first).
+    pub(super) fn completed(&self, timing: SampleTiming, now: Instant, n_tokens: i64) {
+        let since = |t: Instant| now.saturating_duration_since(t).as_micros() as u64;
+        self.latency.record(since(timing.sent_at));
+        if n_tokens > 0 {
+            self.output_tokens
+                .fetch_add(n_tokens as u64, Ordering::Relaxed);
+        }
+        if let (Some(first), true) = (timing.first_token_at, n_tokens > 1) {
+            self.per_output_token
+                .record(since(first) / (n_tokens as u64 - 1));
+        }
+    }
+
+    /// A first token that counts arrived, `us` after its sample was sent.
+    pub(super) fn first_token(&self, us: u64) {
+        self.first_token.record(us);
     }
 
     pub(super) fn name_round_trip(&self, us: u64) {
@@ -108,6 +130,9 @@ impl NodeTraffic {
                 .unwrap_or_else(|p| p.into_inner())
                 .clone(),
             latency: self.latency.snapshot(),
+            first_token: self.first_token.snapshot(),
+            time_per_output_token: self.per_output_token.snapshot(),
+            output_tokens: self.output_tokens.load(Ordering::Relaxed),
         }
     }
 }
@@ -131,4 +156,16 @@ pub struct NodeTrafficReport {
     pub name_round_trips_us: Vec<u64>,
     /// Sample round trips to this node (sent until completed).
     pub latency: LatencySummary,
+    /// Token models: time to first token on this node (sent until its
+    /// first token came).
+    #[serde(default)]
+    pub first_token: LatencySummary,
+    /// Token models: time per output token on this node (first token to
+    /// completion over the tokens after the first), in microseconds.
+    #[serde(default)]
+    pub time_per_output_token: LatencySummary,
+    /// Token models: output tokens this node answered with (completions
+    /// that counted).
+    #[serde(default)]
+    pub output_tokens: u64,
 }

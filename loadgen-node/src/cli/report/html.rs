@@ -7,6 +7,8 @@ use std::fmt::Write;
 
 use loadgen_node::run_record::{BandwidthCheck, NodeRecord, QdlRecord, RunRecord};
 
+use qdl::network::traffic::LatencySummary;
+
 use super::logs::RunLogs;
 use super::plots::{Plot, PlotBody, Section};
 
@@ -114,7 +116,7 @@ pub fn render(logs: &RunLogs, plots: &[Plot], svg_dir: &str) -> String {
     match &logs.record {
         Some(record) => {
             plot_section(&mut out, "Nodes", plots, Section::Network, svg_dir);
-            network_checks(&mut out, record);
+            network_checks(&mut out, record, &TokenBounds::of(&logs.detail));
         }
         None => out.push_str(
             "<section id=\"network\"><h2>Network</h2><p>No run record (netdiv_run.json): \
@@ -280,10 +282,11 @@ fn yes_no(v: Option<bool>) -> String {
 }
 
 /// The record's nodes, failures, codecs, QDL counters and bandwidth.
-fn network_checks(out: &mut String, r: &RunRecord) {
+fn network_checks(out: &mut String, r: &RunRecord, bounds: &TokenBounds) {
     out.push_str("<section id=\"network\"><h2>Network-division checks</h2>\n");
     failover_line(out, &r.qdl);
     node_table(out, &r.nodes);
+    node_token_table(out, &r.nodes, bounds);
     out.push_str("<h3>Samples and QDL</h3><table>\n");
     let (q, samples) = (&r.qdl, &r.samples);
     for (label, v) in [
@@ -369,6 +372,112 @@ fn node_table(out: &mut String, nodes: &[NodeRecord]) {
         );
     }
     out.push_str("</table>\n");
+}
+
+/// The run's TTFT and TPOT bounds (Server: the detail log's requested
+/// latencies), in microseconds.
+struct TokenBounds {
+    ttft_us: Option<u64>,
+    tpot_us: Option<u64>,
+}
+
+impl TokenBounds {
+    fn of(detail: &super::logs::Detail) -> TokenBounds {
+        let us = |key: &str| {
+            detail
+                .number(key)
+                .filter(|ns| *ns > 0.0)
+                .map(|ns| (ns / 1e3) as u64)
+        };
+        TokenBounds {
+            ttft_us: us("requested_server_ttft_latency"),
+            tpot_us: us("requested_server_tpot_latency"),
+        }
+    }
+}
+
+/// Token models: each node's TTFT and TPOT as the QDL measured them, its
+/// share of the output tokens, and the share of its samples within the
+/// run's bounds (overall too), so a slow or overloaded node shows.
+fn node_token_table(out: &mut String, nodes: &[NodeRecord], bounds: &TokenBounds) {
+    if nodes.iter().all(|n| n.traffic.first_token.count == 0) {
+        return;
+    }
+    let total_tokens: u64 = nodes.iter().map(|n| n.traffic.output_tokens).sum();
+    out.push_str(
+        "<h3>Token latencies per node (QDL)</h3><table id=\"node-tokens\"><tr><th>node</th>\
+         <th>output tokens</th><th>share</th><th>TTFT p50</th><th>TTFT p99</th>\
+         <th>TPOT p50</th><th>TPOT p99</th><th>TTFT within bound</th>\
+         <th>TPOT within bound</th></tr>\n",
+    );
+    let ms = |summary: &LatencySummary, us: u64| {
+        if summary.count == 0 {
+            "-".to_string()
+        } else {
+            format!("{:.3} ms", us as f64 / 1e3)
+        }
+    };
+    let percent =
+        |share: Option<f64>| share.map_or("-".to_string(), |s| format!("{:.1} %", s * 100.0));
+    let within =
+        |summary: &LatencySummary, bound: Option<u64>| bound.and_then(|b| summary.share_within(b));
+    // Over every node: each node's share weighted by its samples.
+    let overall = |pick: fn(&NodeRecord) -> &LatencySummary, bound: Option<u64>| {
+        let (inside, count) = nodes.iter().fold((0.0, 0), |(w, c), n| {
+            let summary = pick(n);
+            let share = within(summary, bound).unwrap_or(0.0);
+            (w + share * summary.count as f64, c + summary.count)
+        });
+        (bound.is_some() && count > 0).then(|| inside / count as f64)
+    };
+    for n in nodes {
+        let (ttft, tpot) = (&n.traffic.first_token, &n.traffic.time_per_output_token);
+        let share = if total_tokens == 0 {
+            "-".to_string()
+        } else {
+            format!(
+                "{:.1} %",
+                n.traffic.output_tokens as f64 * 100.0 / total_tokens as f64
+            )
+        };
+        row(
+            out,
+            &[
+                td(&n.name),
+                num(n.traffic.output_tokens.to_string()),
+                num(share),
+                num(ms(ttft, ttft.p50_us)),
+                num(ms(ttft, ttft.p99_us)),
+                num(ms(tpot, tpot.p50_us)),
+                num(ms(tpot, tpot.p99_us)),
+                num(percent(within(ttft, bounds.ttft_us))),
+                num(percent(within(tpot, bounds.tpot_us))),
+            ],
+        );
+    }
+    row(
+        out,
+        &[
+            td("all nodes"),
+            num(total_tokens.to_string()),
+            num("100 %"),
+            num("-"),
+            num("-"),
+            num("-"),
+            num("-"),
+            num(percent(overall(|n| &n.traffic.first_token, bounds.ttft_us))),
+            num(percent(overall(
+                |n| &n.traffic.time_per_output_token,
+                bounds.tpot_us,
+            ))),
+        ],
+    );
+    out.push_str(
+        "</table><p>Measured by the QDL from each sample's dispatch to its node; the \
+         LoadGen's own TTFT and TPOT are above. Within bound: the share of samples at or \
+         below the run's requested TTFT (TPOT) latency, counted in buckets 1/8 of a power of \
+         two wide, never overstated; \"-\" when the run has no bound (Offline).</p>\n",
+    );
 }
 
 /// The rules' bandwidth requirement against what was measured.

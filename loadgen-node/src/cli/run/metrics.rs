@@ -17,7 +17,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
-use qdl::network::traffic::LatencySummary;
+use qdl::network::traffic::{LatencySummary, NodeTrafficReport};
 use qdl::network::NetworkObserver;
 use tokio::sync::watch;
 
@@ -71,8 +71,8 @@ fn round_trip_bounds() -> impl Iterator<Item = f64> {
     (0..22).map(|k| 50e-6 * f64::from(1u32 << k))
 }
 
-/// A node's round trips (the QDL's fine log buckets, 1/8 of a power of
-/// two wide) in the fixed buckets: each fine bucket counts in the first
+/// A node's round trips or token latencies (the QDL's fine log buckets,
+/// 1/8 of a power of two wide) in the fixed buckets: each fine bucket counts in the first
 /// fixed one at or above its upper bound.
 fn round_trip_histogram(latency: &LatencySummary) -> (f64, u64, Vec<(f64, u64)>) {
     let mut buckets: Vec<(f64, u64)> = round_trip_bounds().map(|b| (b, 0)).collect();
@@ -88,6 +88,9 @@ fn round_trip_histogram(latency: &LatencySummary) -> (f64, u64, Vec<(f64, u64)>)
     let sum = latency.mean_us as f64 * latency.count as f64 / 1e6;
     (sum, latency.count, buckets)
 }
+
+/// Which of a node's latency distributions a histogram shows.
+type PickLatency = fn(&NodeTrafficReport) -> &LatencySummary;
 
 impl Collector for RunCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
@@ -168,18 +171,41 @@ impl Collector for RunCollector {
             MetricType::Counter,
             nodes().map(|(l, (_, (t, _)))| (l, ConstCounter::new(t.bytes_received))),
         )?;
-        let mut metric = e.encode_descriptor(
-            "node_round_trip_seconds",
-            "Sample round trips per node: sent by the QDL until its completion came back",
-            None,
-            MetricType::Histogram,
-        )?;
-        for (labels, (_, (t, _))) in nodes() {
-            let (sum, count, buckets) = round_trip_histogram(&t.latency);
-            metric
-                .encode_family(&labels)?
-                .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
+        let histograms: [(&str, &str, PickLatency); 3] = [
+            (
+                "node_round_trip_seconds",
+                "Sample round trips per node: sent by the QDL until its completion came back",
+                |t| &t.latency,
+            ),
+            (
+                "node_first_token_seconds",
+                "Token models: time to first token per node, sent by the QDL until its first \
+                 token came back",
+                |t| &t.first_token,
+            ),
+            (
+                "node_time_per_output_token_seconds",
+                "Token models: time per output token per node, first token to completion over \
+                 the tokens after the first",
+                |t| &t.time_per_output_token,
+            ),
+        ];
+        for (name, help, summary) in histograms {
+            let mut metric = e.encode_descriptor(name, help, None, MetricType::Histogram)?;
+            for (labels, (_, (t, _))) in nodes() {
+                let (sum, count, buckets) = round_trip_histogram(summary(t));
+                metric
+                    .encode_family(&labels)?
+                    .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
+            }
         }
+        per_node(
+            e,
+            "node_output_tokens",
+            "Token models: output tokens of the node's completions that counted",
+            MetricType::Counter,
+            nodes().map(|(l, (_, (t, _)))| (l, ConstCounter::new(t.output_tokens))),
+        )?;
         per_node(
             e,
             "node_failed",
