@@ -92,6 +92,44 @@ fn round_trip_histogram(latency: &LatencySummary) -> (f64, u64, Vec<(f64, u64)>)
 /// Which of a node's latency distributions a histogram shows.
 type PickLatency = fn(&NodeTrafficReport) -> &LatencySummary;
 
+/// Each node's round trips and, for token models, its TTFT and TPOT, as
+/// histograms with one series per node.
+fn latency_histograms(
+    e: &mut DescriptorEncoder,
+    labels: &[Labels],
+    traffic: &[(NodeTrafficReport, Option<String>)],
+) -> Result<(), std::fmt::Error> {
+    let histograms: [(&str, &str, PickLatency); 3] = [
+        (
+            "node_round_trip_seconds",
+            "Sample round trips per node: sent by the QDL until its completion came back",
+            |t| &t.latency,
+        ),
+        (
+            "node_first_token_seconds",
+            "Token models: time to first token per node, sent by the QDL until its first \
+                 token came back",
+            |t| &t.first_token,
+        ),
+        (
+            "node_time_per_output_token_seconds",
+            "Token models: time per output token per node, first token to completion over \
+                 the tokens after the first",
+            |t| &t.time_per_output_token,
+        ),
+    ];
+    for (name, help, summary) in histograms {
+        let mut metric = e.encode_descriptor(name, help, None, MetricType::Histogram)?;
+        for (labels, (t, _)) in labels.iter().zip(traffic) {
+            let (sum, count, buckets) = round_trip_histogram(summary(t));
+            metric
+                .encode_family(labels)?
+                .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
+        }
+    }
+    Ok(())
+}
+
 impl Collector for RunCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let counts = self.network.node_counts();
@@ -171,34 +209,7 @@ impl Collector for RunCollector {
             MetricType::Counter,
             nodes().map(|(l, (_, (t, _)))| (l, ConstCounter::new(t.bytes_received))),
         )?;
-        let histograms: [(&str, &str, PickLatency); 3] = [
-            (
-                "node_round_trip_seconds",
-                "Sample round trips per node: sent by the QDL until its completion came back",
-                |t| &t.latency,
-            ),
-            (
-                "node_first_token_seconds",
-                "Token models: time to first token per node, sent by the QDL until its first \
-                 token came back",
-                |t| &t.first_token,
-            ),
-            (
-                "node_time_per_output_token_seconds",
-                "Token models: time per output token per node, first token to completion over \
-                 the tokens after the first",
-                |t| &t.time_per_output_token,
-            ),
-        ];
-        for (name, help, summary) in histograms {
-            let mut metric = e.encode_descriptor(name, help, None, MetricType::Histogram)?;
-            for (labels, (_, (t, _))) in nodes() {
-                let (sum, count, buckets) = round_trip_histogram(summary(t));
-                metric
-                    .encode_family(&labels)?
-                    .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
-            }
-        }
+        latency_histograms(e, &labels, &traffic)?;
         per_node(
             e,
             "node_output_tokens",
