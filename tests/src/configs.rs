@@ -9,6 +9,24 @@ use std::fmt;
 use anyhow::{Context, Result};
 use sut_node::config::FileConfig;
 
+/// A llama2-70b sut-node with the synthetic LLM (5 us per prompt token,
+/// `decode_us_per_token` per decode step, `max_sequences` at once, every
+/// answer `output_tokens` long): nodes of different speeds for dispatch
+/// and per-node latency tests.
+pub fn llm_node(decode_us_per_token: f64, max_sequences: usize, output_tokens: u32) -> FileConfig {
+    FileConfig {
+        benchmark: Some("llama2-70b".into()),
+        llm: sut_node::backend::llm::LlmConfig {
+            prefill_us_per_token: 5.0,
+            decode_us_per_token,
+            max_sequences,
+            output_tokens: Some(output_tokens),
+            ..Default::default()
+        },
+        ..FileConfig::default()
+    }
+}
+
 /// A sut-node of `benchmark` with one synthetic device that costs nothing,
 /// so a benchmark measures the transport, not the backend.
 pub fn zero_cost_node(benchmark: &str) -> FileConfig {

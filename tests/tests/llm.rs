@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use netdiv_tests::binaries::loadgen_node_official_bin;
+use netdiv_tests::configs::llm_node;
 use netdiv_tests::mlperf_logs::{detail_value, detail_values, parse_issued, summary_value};
 use netdiv_tests::network_run::{llama2_prompt_flags, loadgen, loadgen_with, Cluster, LoadgenRun};
 use netdiv_tests::sut_client::{signal_when_busy, Busy};
@@ -285,17 +286,7 @@ fn llama2_70b_offline_reports_tokens_per_second() -> Result<()> {
 fn token_aware_dispatch_finishes_a_skewed_offline_run_sooner_than_least_outstanding() -> Result<()>
 {
     let dir = test_dir("llm-skew")?;
-    let config = |decode_us_per_token: f64| FileConfig {
-        benchmark: Some("llama2-70b".into()),
-        llm: LlmConfig {
-            prefill_us_per_token: 5.0,
-            decode_us_per_token,
-            max_sequences: 16,
-            output_tokens: Some(OUTPUT_TOKENS),
-            ..LlmConfig::default()
-        },
-        ..FileConfig::default()
-    };
+    let config = |decode_us_per_token| llm_node(decode_us_per_token, 16, OUTPUT_TOKENS);
     let fast = Cluster::start(
         &dir.join("fast"),
         "grpc",

@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
 use netdiv_tests::chromium::{attr, render, start_tags, Rendered};
+use netdiv_tests::configs::llm_node;
 use netdiv_tests::network_run::{llama2_prompt_flags, loadgen, Cluster, LoadgenRun};
 use netdiv_tests::{loadgen_node_bin, run_with_deadline, tail, test_dir, write_file, UserConf};
-use sut_node::backend::llm::LlmConfig;
 use sut_node::backend::synthetic::SyntheticConfig;
 use sut_node::config::FileConfig;
 
@@ -336,17 +336,7 @@ fn row_cells(dom: &str, table: &str, first: &str) -> Result<Vec<String>> {
 #[test]
 fn a_token_run_over_nodes_reports_each_nodes_ttft_tpot_and_slo_attainment() -> Result<()> {
     let dir = test_dir("report-node-tokens")?;
-    let config = |decode_us_per_token: f64| FileConfig {
-        benchmark: Some("llama2-70b".into()),
-        llm: LlmConfig {
-            prefill_us_per_token: 5.0,
-            decode_us_per_token,
-            max_sequences: 64,
-            output_tokens: Some(16),
-            ..LlmConfig::default()
-        },
-        ..FileConfig::default()
-    };
+    let config = |decode_us_per_token| llm_node(decode_us_per_token, 64, 16);
     let fast = Cluster::start(
         &dir.join("fast"),
         "grpc",
