@@ -98,6 +98,9 @@ pub struct LoadgenRun {
     pub stdout: String,
     pub stderr: String,
     pub wall: Duration,
+    /// CPU time the process used (user and system), where it was
+    /// measured.
+    pub cpu: Option<Duration>,
 }
 
 impl LoadgenRun {
@@ -215,6 +218,7 @@ fn run_loadgen(
         stdout: fs::read_to_string(&stdout_path)?,
         stderr: fs::read_to_string(&stderr_path)?,
         wall: exited.wall,
+        cpu: Some(exited.cpu),
     })
 }
 

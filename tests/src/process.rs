@@ -22,6 +22,8 @@ pub struct Exited {
     pub wall: Duration,
     /// Its peak resident set size, in bytes (`ru_maxrss`).
     pub max_rss_bytes: u64,
+    /// CPU time it used, user and system (`ru_utime` + `ru_stime`).
+    pub cpu: Duration,
     /// Whether it was still running at the deadline and was killed.
     pub timed_out: bool,
 }
@@ -128,8 +130,13 @@ pub fn run_with_deadline(command: &mut Command, deadline: Duration) -> Result<Ex
         status: ExitStatus::from_raw(status),
         wall,
         max_rss_bytes: (rusage.ru_maxrss.max(0) as u64) * 1024,
+        cpu: cpu_time(&rusage.ru_utime) + cpu_time(&rusage.ru_stime),
         timed_out,
     })
+}
+
+fn cpu_time(t: &libc::timeval) -> Duration {
+    Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
 }
 
 /// Whether `name` is a variable the test harness (cargo, nextest) sets for

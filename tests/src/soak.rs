@@ -358,6 +358,7 @@ pub fn soak(options: &SoakOptions, dir: &Path) -> Result<SoakReport> {
         stdout: std::fs::read_to_string(dir.join("loadgen.stdout"))?,
         stderr: std::fs::read_to_string(dir.join("loadgen.stderr"))?,
         wall: start.elapsed(),
+        cpu: None,
     };
     run.expect_valid()?;
     check_exactly_once(&run, &dir.join("issued.txt"))?;

@@ -1,0 +1,335 @@
+//! `dispatch-bench`: how the QDL shares an LLM benchmark among nodes of
+//! different speeds.
+//!
+//! Starts sut-nodes with the synthetic LLM backend (continuous batching,
+//! one decode step per output token), one of them decoding at half the
+//! others' rate, and drives them with llama2-70b prompts whose lengths are
+//! drawn from the data set's length profile (the same seeds every run).
+//! First each kind of node runs Offline alone, for its rate; the ideal is
+//! the sum of the nodes' rates. Then, side by side in one run, each
+//! dispatch policy runs Offline (output tokens per second against the
+//! ideal) and Server at a load the nodes can carry together (TTFT and TPOT
+//! p99). Last, Offline over 2 to 16 equal nodes by tokens: the LoadGen
+//! node's CPU time per 1,000 output tokens (the QDL's cost grows with the
+//! nodes only if that does).
+//!
+//! Usage: `cargo run --release -p netdiv-tests --bin dispatch-bench`
+//! (`-- --quick` for a smoke run).
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use netdiv_tests::bench::{finish_benchmark, machine_description};
+use netdiv_tests::configs::UserConf;
+use netdiv_tests::mlperf_logs::summary_value;
+use netdiv_tests::network_run::{loadgen, Cluster};
+use netdiv_tests::{loadgen_node_bin, test_dir, write_file};
+use sut_node::backend::llm::LlmConfig;
+use sut_node::config::FileConfig;
+
+/// Prints a markdown table per scenario. NETDIV_LOADGEN_NODE /
+/// NETDIV_SUT_NODE use prebuilt binaries.
+#[derive(Debug, clap::Parser)]
+#[command(name = "dispatch-bench")]
+struct Cli {
+    /// min_duration of every run, in milliseconds.
+    #[arg(long, default_value_t = 8000)]
+    duration_ms: u64,
+    /// Nodes, the last of them the slow one.
+    #[arg(long, default_value_t = 4)]
+    nodes: usize,
+    /// One decode step of a fast node, in microseconds.
+    #[arg(long, default_value_t = 1000.0)]
+    decode_us: f64,
+    /// How many times longer the slow node's decode step is.
+    #[arg(long, default_value_t = 2.0)]
+    slow_factor: f64,
+    /// Sequences a node runs at once.
+    #[arg(long, default_value_t = 32)]
+    max_sequences: usize,
+    /// Tokens per answer (fixed, so the capacity is known).
+    #[arg(long, default_value_t = 64)]
+    output_tokens: u32,
+    /// Server load as a fraction of the nodes' summed capacity.
+    #[arg(long, default_value_t = 0.7)]
+    server_load: f64,
+    /// Node counts of the CPU-per-token table (empty: skip it).
+    #[arg(long, value_delimiter = ',', default_value = "2,4,8,16")]
+    scaling: Vec<usize>,
+    /// 3 s runs (a smoke run).
+    #[arg(long)]
+    quick: bool,
+}
+
+/// The policies compared: the one before token-aware dispatch first.
+const POLICIES: [&str; 2] = ["least-outstanding", "tokens"];
+
+/// What one run measured.
+#[derive(Clone, Copy, Debug, Default)]
+struct Measure {
+    tokens_per_s: f64,
+    ttft_p99_ms: f64,
+    tpot_p99_ms: f64,
+    valid: bool,
+    /// The LoadGen node's CPU milliseconds per 1,000 output tokens
+    /// (Offline).
+    cpu_ms_per_k_tokens: f64,
+}
+
+impl Cli {
+    fn node_config(&self, decode_us: f64) -> FileConfig {
+        FileConfig {
+            benchmark: Some("llama2-70b".into()),
+            llm: LlmConfig {
+                prefill_us_per_token: 1.0,
+                decode_us_per_token: decode_us,
+                max_sequences: self.max_sequences,
+                output_tokens: Some(self.output_tokens),
+                ..LlmConfig::default()
+            },
+            ..FileConfig::default()
+        }
+    }
+
+    /// Answers per second of a node whose decode step is `decode_us`.
+    fn answers_per_s(&self, decode_us: f64) -> f64 {
+        self.max_sequences as f64 / (self.output_tokens as f64 * decode_us / 1e6)
+    }
+
+    /// Answers per second of every node together, by their decode steps.
+    fn capacity(&self) -> f64 {
+        (self.nodes - 1) as f64 * self.answers_per_s(self.decode_us)
+            + self.answers_per_s(self.decode_us * self.slow_factor)
+    }
+}
+
+fn measure(cli: &Cli, scenario: &str, qps: f64, flags: &[String], label: &str) -> Result<Measure> {
+    let dir = test_dir(&format!("dispatch-bench-{label}"))?;
+    let conf = UserConf::new()
+        .set("*.*.min_duration", cli.duration_ms)
+        .set("*.Offline.target_qps", format!("{qps:.0}"))
+        .set("*.Offline.min_query_count", 1)
+        .set("*.Server.target_qps", format!("{qps:.1}"))
+        .set("*.Server.min_query_count", 100);
+    let conf = write_file(&dir, "user.conf", &conf.to_string())?;
+    let mut args: Vec<String> = [
+        "--scenario",
+        scenario,
+        "--benchmark",
+        "llama2-70b",
+        "--total-sample-count",
+        "4096",
+        "--performance-sample-count",
+        "4096",
+        "--no-trace",
+        "--no-report",
+        "--progress",
+        "never",
+        "--user-conf",
+        conf.to_str().context("utf-8 path")?,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(flags.iter().cloned());
+    let run = loadgen(
+        &dir,
+        &args,
+        Duration::from_millis(cli.duration_ms * 6 + 60_000),
+    )?;
+    run.expect_success()?;
+    let summary = run.summary()?;
+    let number = |name: &str| -> Result<f64> {
+        summary_value(&summary, name)
+            .with_context(|| format!("{label}: no {name:?} in the summary:\n{summary}"))?
+            .parse::<f64>()
+            .with_context(|| format!("{label}: {name:?} is not a number"))
+    };
+    let valid = summary.contains("Result is : VALID");
+    if scenario == "Offline" {
+        let samples =
+            netdiv_tests::mlperf_logs::detail_value(&run.detail()?, "effective_samples_per_query")
+                .and_then(|v| v.as_f64())
+                .with_context(|| format!("{label}: no effective_samples_per_query"))?;
+        let tokens = samples * f64::from(cli.output_tokens);
+        let cpu_ms = run.cpu.context("no CPU time")?.as_secs_f64() * 1e3;
+        return Ok(Measure {
+            tokens_per_s: number("Tokens per second")?,
+            valid,
+            cpu_ms_per_k_tokens: cpu_ms / tokens * 1e3,
+            ..Measure::default()
+        });
+    }
+    Ok(Measure {
+        tokens_per_s: number("Completed tokens per second")?,
+        ttft_p99_ms: number("99.00 percentile first token latency (ns)")? / 1e6,
+        tpot_p99_ms: number("99.00 percentile time to output token (ns)")? / 1e6,
+        valid,
+        ..Measure::default()
+    })
+}
+
+/// `--sut-node URL` of the first `n` nodes of `cluster`.
+fn node_flags(cluster: &Cluster, n: usize) -> Vec<String> {
+    cluster
+        .urls()
+        .into_iter()
+        .take(n)
+        .flat_map(|url| ["--sut-node".to_string(), url])
+        .collect()
+}
+
+/// Offline by tokens over `counts` equal fast nodes: the LoadGen node's
+/// CPU per 1,000 output tokens at each count.
+fn cpu_scaling(cli: &Cli, counts: &[usize]) -> Result<String> {
+    let largest = counts.iter().copied().max().unwrap_or(0);
+    let dir = test_dir("dispatch-bench-scaling")?;
+    let names: Vec<String> = (1..=largest).map(|i| format!("equal-{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let nodes = Cluster::start(&dir, "grpc", &names, &cli.node_config(cli.decode_us), &[])?;
+    let mut out = String::from(
+        "\n| Offline by tokens, equal nodes | output tokens/s | LoadGen node CPU ms per \
+         1,000 output tokens |\n|---|---|---|\n",
+    );
+    for &n in counts {
+        eprintln!("dispatch-bench: {n} equal nodes");
+        let mut flags = node_flags(&nodes, n);
+        flags.extend(["--dispatch".to_string(), "tokens".to_string()]);
+        let qps = n as f64 * cli.answers_per_s(cli.decode_us);
+        let m = measure(cli, "Offline", qps, &flags, &format!("scaling-{n}"))?;
+        writeln!(
+            out,
+            "| {n} | {:.0} | {:.2} |",
+            m.tokens_per_s, m.cpu_ms_per_k_tokens
+        )?;
+    }
+    Ok(out)
+}
+
+fn bench(cli: &Cli) -> Result<String> {
+    if cli.nodes < 2 || cli.max_sequences == 0 || cli.output_tokens < 2 || cli.slow_factor < 1.0 {
+        bail!(
+            "--nodes must be at least 2, --max-sequences 1, --output-tokens 2 and \
+             --slow-factor 1"
+        );
+    }
+    loadgen_node_bin()?;
+    let dir = test_dir("dispatch-bench")?;
+    let fast_names: Vec<String> = (1..cli.nodes).map(|i| format!("fast-{i}")).collect();
+    let fast_names: Vec<&str> = fast_names.iter().map(String::as_str).collect();
+    let fast = Cluster::start(
+        &dir.join("fast"),
+        "grpc",
+        &fast_names,
+        &cli.node_config(cli.decode_us),
+        &[],
+    )?;
+    let slow = Cluster::start(
+        &dir.join("slow"),
+        "grpc",
+        &["slow"],
+        &cli.node_config(cli.decode_us * cli.slow_factor),
+        &[],
+    )?;
+    let urls = node_flags;
+
+    // Each kind of node alone, for its rate; the ideal is their sum.
+    eprintln!("dispatch-bench: one fast node alone");
+    let fast_alone = measure(
+        cli,
+        "Offline",
+        cli.answers_per_s(cli.decode_us),
+        &urls(&fast, 1),
+        "fast-alone",
+    )?;
+    eprintln!("dispatch-bench: the slow node alone");
+    let slow_alone = measure(
+        cli,
+        "Offline",
+        cli.answers_per_s(cli.decode_us * cli.slow_factor),
+        &urls(&slow, 1),
+        "slow-alone",
+    )?;
+    let ideal = (cli.nodes - 1) as f64 * fast_alone.tokens_per_s + slow_alone.tokens_per_s;
+
+    let mut all = urls(&fast, cli.nodes);
+    all.extend(urls(&slow, 1));
+    let mut out = String::new();
+    writeln!(
+        out,
+        "{} nodes ({} at a {:.0} µs decode step, one at {:.0} µs; {} sequences at once, \
+         {} tokens per answer), llama2-70b prompt lengths, {} ms runs. Alone: a fast node \
+         {:.0} tokens/s, the slow one {:.0}; ideal (their sum) {ideal:.0} tokens/s. {}\n",
+        cli.nodes,
+        cli.nodes - 1,
+        cli.decode_us,
+        cli.decode_us * cli.slow_factor,
+        cli.max_sequences,
+        cli.output_tokens,
+        cli.duration_ms,
+        fast_alone.tokens_per_s,
+        slow_alone.tokens_per_s,
+        machine_description()
+    )?;
+    out.push_str("| Offline | output tokens/s | of the ideal | vs least-outstanding |\n");
+    out.push_str("|---|---|---|---|\n");
+    let mut offline = Vec::new();
+    for policy in POLICIES {
+        eprintln!("dispatch-bench: Offline, {policy}");
+        let mut flags = all.clone();
+        flags.extend(["--dispatch".to_string(), policy.to_string()]);
+        offline.push(measure(cli, "Offline", cli.capacity(), &flags, policy)?);
+    }
+    for (policy, m) in POLICIES.iter().zip(&offline) {
+        writeln!(
+            out,
+            "| {policy} | {:.0} | {:.1} % | {:+.1} % |",
+            m.tokens_per_s,
+            m.tokens_per_s / ideal * 100.0,
+            (m.tokens_per_s / offline[0].tokens_per_s - 1.0) * 100.0
+        )?;
+    }
+    let qps = cli.capacity() * cli.server_load;
+    writeln!(
+        out,
+        "\n| Server at {qps:.0} QPS ({:.0} % of the decode capacity) | completed tokens/s | \
+         TTFT p99 | TPOT p99 | TTFT p99 vs least-outstanding |",
+        cli.server_load * 100.0
+    )?;
+    out.push_str("|---|---|---|---|---|\n");
+    let mut server = Vec::new();
+    for policy in POLICIES {
+        eprintln!("dispatch-bench: Server, {policy}");
+        let mut flags = all.clone();
+        flags.extend(["--dispatch".to_string(), policy.to_string()]);
+        server.push(measure(cli, "Server", qps, &flags, policy)?);
+    }
+    for (policy, m) in POLICIES.iter().zip(&server) {
+        writeln!(
+            out,
+            "| {policy} | {:.0} | {:.1} ms | {:.2} ms{} | {:+.1} % |",
+            m.tokens_per_s,
+            m.ttft_p99_ms,
+            m.tpot_p99_ms,
+            if m.valid { "" } else { " (INVALID)" },
+            (m.ttft_p99_ms / server[0].ttft_p99_ms - 1.0) * 100.0
+        )?;
+    }
+    drop((fast, slow));
+    if !cli.scaling.is_empty() {
+        out.push_str(&cpu_scaling(cli, &cli.scaling)?);
+    }
+    Ok(out)
+}
+
+fn main() -> ExitCode {
+    use clap::Parser;
+    let mut cli = Cli::parse();
+    if cli.quick {
+        cli.duration_ms = 3000;
+        cli.scaling = vec![2, 4];
+    }
+    finish_benchmark("dispatch-bench", bench(&cli))
+}
