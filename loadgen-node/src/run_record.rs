@@ -254,6 +254,10 @@ pub struct QdlRecord {
     pub rejoins: u64,
     /// Seconds from the first sample sent to the last answer.
     pub traffic_seconds: f64,
+    /// The dispatch policy (`--dispatch`) that shared the work ("" in
+    /// records older than it).
+    #[serde(default)]
+    pub dispatch: String,
 }
 
 /// The rules' Datacenter bandwidth requirement at the run's throughput,

@@ -312,6 +312,13 @@ fn token_aware_dispatch_finishes_a_skewed_offline_run_sooner_than_least_outstand
         let run = loadgen(&run_dir, &flags, Duration::from_secs(120))?;
         run.expect_success()?;
         check_tokens(&run, &run_dir, false)?;
+        let record: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(run.logs.join("netdiv_run.json"))?)?;
+        ensure!(
+            record["qdl"]["dispatch"] == policy,
+            "the record names dispatch {}",
+            record["qdl"]["dispatch"]
+        );
         let summary = run.summary()?;
         let rate: f64 = summary_value(&summary, "Samples per second")
             .and_then(|v| v.parse().ok())

@@ -186,6 +186,7 @@ pub struct QdlStats {
 pub struct NetworkSut {
     router: Arc<QueryRouter>,
     infos: Vec<pb::NodeInfo>,
+    policy: DispatchPolicy,
     runtime: Option<tokio::runtime::Runtime>,
 }
 
@@ -350,6 +351,7 @@ impl NetworkSut {
         Ok(NetworkSut {
             router,
             infos,
+            policy: config.policy,
             runtime: Some(runtime),
         })
     }
@@ -416,6 +418,11 @@ impl NetworkSut {
     /// through `sink`, or `sink.fail` says why the run cannot finish.
     pub fn issue(&self, samples: &[(u64, usize)], sink: &Sink) {
         self.router.issue(samples, sink);
+    }
+
+    /// The dispatch policy the run uses.
+    pub fn dispatch_policy(&self) -> DispatchPolicy {
+        self.policy
     }
 
     /// Current counters.

@@ -303,6 +303,7 @@ fn network_checks(out: &mut String, r: &RunRecord, bounds: &TokenBounds) {
         ("first tokens", q.first_tokens.to_string()),
         ("late first tokens", q.late_first_tokens.to_string()),
         ("traffic seconds", format!("{:.3}", q.traffic_seconds)),
+        ("dispatch policy", q.dispatch.clone()),
     ] {
         row(out, &[td(label), td(v)]);
     }

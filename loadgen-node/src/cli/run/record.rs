@@ -203,6 +203,7 @@ pub fn build(inputs: &RecordInputs<'_>, failure: Option<String>) -> RunRecord {
             nodes_down: stats.nodes_down,
             rejoins: stats.rejoins,
             traffic_seconds: seconds,
+            dispatch: network.dispatch_policy().to_string(),
         },
         bandwidth: bandwidth_check(
             benchmark,
