@@ -1,8 +1,50 @@
 //! What the benchmark binaries (`src/bin/*`) share: the machine line of
 //! their reports, the median of repeated runs, the search for the highest
-//! VALID Server target ([`QpsSearch`]), and how they end.
+//! VALID Server target ([`QpsSearch`]), the token figures of a run's
+//! summary ([`token_measure`]), and how they end.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
+
+use crate::mlperf_logs::summary_value;
+use crate::network_run::LoadgenRun;
+
+/// The token figures of one LLM run's summary.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TokenMeasure {
+    /// Output tokens per second (Offline: the result; Server: completed).
+    pub tokens_per_s: f64,
+    /// Server only: TTFT and TPOT p99, in milliseconds.
+    pub ttft_p99_ms: f64,
+    pub tpot_p99_ms: f64,
+    pub valid: bool,
+}
+
+/// Reads [`TokenMeasure`] from `run`'s summary, after checking that it
+/// ended well.
+pub fn token_measure(run: &LoadgenRun, scenario: &str) -> Result<TokenMeasure> {
+    run.expect_success()?;
+    let summary = run.summary()?;
+    let number = |label: &str| -> Result<f64> {
+        summary_value(&summary, label)
+            .with_context(|| format!("no {label:?} in the summary:\n{summary}"))?
+            .parse::<f64>()
+            .with_context(|| format!("{label:?} is not a number"))
+    };
+    let valid = summary.contains("Result is : VALID");
+    if scenario == "Offline" {
+        return Ok(TokenMeasure {
+            tokens_per_s: number("Tokens per second")?,
+            valid,
+            ..TokenMeasure::default()
+        });
+    }
+    Ok(TokenMeasure {
+        tokens_per_s: number("Completed tokens per second")?,
+        ttft_p99_ms: number("99.00 percentile first token latency (ns)")? / 1e6,
+        tpot_p99_ms: number("99.00 percentile time to output token (ns)")? / 1e6,
+        valid,
+    })
+}
 
 /// One line naming the CPU, how many CPUs this process may use and the
 /// kernel, for benchmark reports.

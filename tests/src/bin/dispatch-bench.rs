@@ -21,9 +21,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use netdiv_tests::bench::{finish_benchmark, machine_description};
+use loadgen_node::run_record::RunRecord;
+use netdiv_tests::bench::{finish_benchmark, machine_description, median, token_measure};
 use netdiv_tests::configs::UserConf;
-use netdiv_tests::mlperf_logs::summary_value;
 use netdiv_tests::network_run::{loadgen, Cluster};
 use netdiv_tests::{loadgen_node_bin, test_dir, write_file};
 use sut_node::backend::llm::LlmConfig;
@@ -55,10 +55,15 @@ struct Cli {
     /// Server load as a fraction of the nodes' summed capacity.
     #[arg(long, default_value_t = 0.7)]
     server_load: f64,
-    /// Node counts of the CPU-per-token table (empty: skip it).
-    #[arg(long, value_delimiter = ',', default_value = "2,4,8,16")]
+    /// Node counts of the CPU-per-token table (`--scaling` alone: skip
+    /// it).
+    #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "2,4,8,16")]
     scaling: Vec<usize>,
-    /// 3 s runs (a smoke run).
+    /// Server runs of each policy, taken in turn; the table shows their
+    /// medians (TTFT p99 varies from run to run on a small machine).
+    #[arg(long, default_value_t = 3)]
+    server_runs: usize,
+    /// 3 s runs, one Server run of each policy (a smoke run).
     #[arg(long)]
     quick: bool,
 }
@@ -67,8 +72,10 @@ struct Cli {
 const POLICIES: [&str; 2] = ["least-outstanding", "tokens"];
 
 /// What one run measured.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Measure {
+    /// Server: each node's samples and TTFT p99, from the run record.
+    by_node: String,
     tokens_per_s: f64,
     ttft_p99_ms: f64,
     tpot_p99_ms: f64,
@@ -139,15 +146,14 @@ fn measure(cli: &Cli, scenario: &str, qps: f64, flags: &[String], label: &str) -
         &args,
         Duration::from_millis(cli.duration_ms * 6 + 60_000),
     )?;
-    run.expect_success()?;
-    let summary = run.summary()?;
-    let number = |name: &str| -> Result<f64> {
-        summary_value(&summary, name)
-            .with_context(|| format!("{label}: no {name:?} in the summary:\n{summary}"))?
-            .parse::<f64>()
-            .with_context(|| format!("{label}: {name:?} is not a number"))
+    let m = token_measure(&run, scenario).with_context(|| label.to_string())?;
+    let mut measure = Measure {
+        tokens_per_s: m.tokens_per_s,
+        ttft_p99_ms: m.ttft_p99_ms,
+        tpot_p99_ms: m.tpot_p99_ms,
+        valid: m.valid,
+        ..Measure::default()
     };
-    let valid = summary.contains("Result is : VALID");
     if scenario == "Offline" {
         let samples =
             netdiv_tests::mlperf_logs::detail_value(&run.detail()?, "effective_samples_per_query")
@@ -155,20 +161,24 @@ fn measure(cli: &Cli, scenario: &str, qps: f64, flags: &[String], label: &str) -
                 .with_context(|| format!("{label}: no effective_samples_per_query"))?;
         let tokens = samples * f64::from(cli.output_tokens);
         let cpu_ms = run.cpu.context("no CPU time")?.as_secs_f64() * 1e3;
-        return Ok(Measure {
-            tokens_per_s: number("Tokens per second")?,
-            valid,
-            cpu_ms_per_k_tokens: cpu_ms / tokens * 1e3,
-            ..Measure::default()
-        });
+        measure.cpu_ms_per_k_tokens = cpu_ms / tokens * 1e3;
+    } else {
+        let record = RunRecord::read_in(&run.logs)?.context("no run record")?;
+        measure.by_node = record
+            .nodes
+            .iter()
+            .map(|n| {
+                format!(
+                    "{} {} / {:.1} ms",
+                    n.name,
+                    n.traffic.samples_sent,
+                    n.traffic.first_token.p99_us as f64 / 1e3
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
     }
-    Ok(Measure {
-        tokens_per_s: number("Completed tokens per second")?,
-        ttft_p99_ms: number("99.00 percentile first token latency (ns)")? / 1e6,
-        tpot_p99_ms: number("99.00 percentile time to output token (ns)")? / 1e6,
-        valid,
-        ..Measure::default()
-    })
+    Ok(measure)
 }
 
 /// `--sut-node URL` of the first `n` nodes of `cluster`.
@@ -294,27 +304,47 @@ fn bench(cli: &Cli) -> Result<String> {
     let qps = cli.capacity() * cli.server_load;
     writeln!(
         out,
-        "\n| Server at {qps:.0} QPS ({:.0} % of the decode capacity) | completed tokens/s | \
-         TTFT p99 | TPOT p99 | TTFT p99 vs least-outstanding |",
-        cli.server_load * 100.0
+        "\n| Server at {qps:.0} QPS ({:.0} % of the decode capacity), median of {} runs | \
+         completed tokens/s | TTFT p99 (each run) | TPOT p99 | TTFT p99 vs least-outstanding | \
+         last run by node: samples / TTFT p99 |",
+        cli.server_load * 100.0,
+        cli.server_runs
     )?;
-    out.push_str("|---|---|---|---|---|\n");
-    let mut server = Vec::new();
-    for policy in POLICIES {
-        eprintln!("dispatch-bench: Server, {policy}");
-        let mut flags = all.clone();
-        flags.extend(["--dispatch".to_string(), policy.to_string()]);
-        server.push(measure(cli, "Server", qps, &flags, policy)?);
+    out.push_str("|---|---|---|---|---|---|\n");
+    let mut runs: Vec<Vec<Measure>> = vec![Vec::new(); POLICIES.len()];
+    for run in 0..cli.server_runs.max(1) {
+        for (policy, measured) in POLICIES.iter().zip(&mut runs) {
+            eprintln!("dispatch-bench: Server, {policy}, run {}", run + 1);
+            let mut flags = all.clone();
+            flags.extend(["--dispatch".to_string(), policy.to_string()]);
+            measured.push(measure(cli, "Server", qps, &flags, policy)?);
+        }
     }
-    for (policy, m) in POLICIES.iter().zip(&server) {
+    let medians: Vec<[f64; 3]> = runs
+        .iter()
+        .map(|r| {
+            let m = |f: fn(&Measure) -> f64| median(&r.iter().map(f).collect::<Vec<_>>());
+            [
+                m(|x| x.tokens_per_s),
+                m(|x| x.ttft_p99_ms),
+                m(|x| x.tpot_p99_ms),
+            ]
+        })
+        .collect();
+    for ((policy, r), [tokens, ttft, tpot]) in POLICIES.iter().zip(&runs).zip(&medians) {
+        let each: Vec<String> = r.iter().map(|m| format!("{:.1}", m.ttft_p99_ms)).collect();
+        let last = r.last().expect("at least one run");
         writeln!(
             out,
-            "| {policy} | {:.0} | {:.1} ms | {:.2} ms{} | {:+.1} % |",
-            m.tokens_per_s,
-            m.ttft_p99_ms,
-            m.tpot_p99_ms,
-            if m.valid { "" } else { " (INVALID)" },
-            (m.ttft_p99_ms / server[0].ttft_p99_ms - 1.0) * 100.0
+            "| {policy} | {tokens:.0} | {ttft:.1} ms ({} ms) | {tpot:.2} ms{} | {:+.1} % | {} |",
+            each.join(", "),
+            if r.iter().all(|m| m.valid) {
+                ""
+            } else {
+                " (INVALID)"
+            },
+            (ttft / medians[0][1] - 1.0) * 100.0,
+            last.by_node
         )?;
     }
     drop((fast, slow));
@@ -330,6 +360,7 @@ fn main() -> ExitCode {
     if cli.quick {
         cli.duration_ms = 3000;
         cli.scaling = vec![2, 4];
+        cli.server_runs = 1;
     }
     finish_benchmark("dispatch-bench", bench(&cli))
 }

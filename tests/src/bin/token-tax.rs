@@ -24,10 +24,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use netdiv_tests::bench::{finish_benchmark, machine_description, median};
+use netdiv_tests::bench::{
+    finish_benchmark, machine_description, median, token_measure, TokenMeasure,
+};
 use netdiv_tests::configs::{node_toml, UserConf};
-use netdiv_tests::mlperf_logs::summary_value;
-use netdiv_tests::network_run::{loadgen, BenchClusters, LoadgenRun, Setup};
+use netdiv_tests::network_run::{loadgen, BenchClusters, Setup};
 use netdiv_tests::{loadgen_node_bin, test_dir, write_file};
 use sut_node::backend::llm::LlmConfig;
 use sut_node::config::FileConfig;
@@ -72,13 +73,7 @@ struct Cli {
 }
 
 /// What one run measured.
-#[derive(Clone, Copy, Debug, Default)]
-struct Measure {
-    tokens_per_s: f64,
-    ttft_p99_ms: f64,
-    tpot_p99_ms: f64,
-    valid: bool,
-}
+type Measure = TokenMeasure;
 
 impl Cli {
     /// Answers per second the decode steps allow: every device keeps
@@ -115,31 +110,6 @@ impl Cli {
             .set("*.Server.target_qps", format!("{server_qps:.1}"))
             .set("*.Server.min_query_count", 100)
     }
-}
-
-fn measure(run: &LoadgenRun, scenario: &str) -> Result<Measure> {
-    run.expect_success()?;
-    let summary = run.summary()?;
-    let number = |label: &str| -> Result<f64> {
-        summary_value(&summary, label)
-            .with_context(|| format!("no {label:?} in the summary:\n{summary}"))?
-            .parse::<f64>()
-            .with_context(|| format!("{label:?} is not a number"))
-    };
-    let valid = summary.contains("Result is : VALID");
-    if scenario == "Offline" {
-        return Ok(Measure {
-            tokens_per_s: number("Tokens per second")?,
-            valid,
-            ..Measure::default()
-        });
-    }
-    Ok(Measure {
-        tokens_per_s: number("Completed tokens per second")?,
-        ttft_p99_ms: number("99.00 percentile first token latency (ns)")? / 1e6,
-        tpot_p99_ms: number("99.00 percentile time to output token (ns)")? / 1e6,
-        valid,
-    })
 }
 
 fn run_once(
@@ -189,7 +159,7 @@ fn run_once(
     }
     let timeout = Duration::from_millis(cli.duration_ms * 4 + 60_000);
     let run = loadgen(&run_dir, &args, timeout)?;
-    measure(&run, scenario)
+    token_measure(&run, scenario)
         .with_context(|| format!("{} {scenario} in {}", setup.name(), run_dir.display()))
 }
 
