@@ -8,8 +8,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
+use loadgen_node::run_record::RunRecord;
+use netdiv_tests::configs::llm_node;
 use netdiv_tests::mlperf_logs::{parse_accuracy, parse_issued};
-use netdiv_tests::network_run::Cluster;
+use netdiv_tests::network_run::{llama2_prompt_flags, Cluster};
 use netdiv_tests::prometheus::{scrape, Scrape};
 use netdiv_tests::{log_records, test_dir, write_file, UserConf};
 use sut_node::backend::synthetic::SyntheticConfig;
@@ -55,6 +57,57 @@ fn metrics_address(loadgen: &mut Child, stderr: &Path) -> Result<SocketAddr> {
     bail!("no metrics_listening record within 60 s")
 }
 
+/// Starts `loadgen-node run ARGS` in `dir` with a metrics endpoint that
+/// lingers 5 s after the run, JSON logs in `dir/loadgen.stderr` (returned),
+/// the MLPerf logs in `dir/logs` and the issued samples in `issued.txt`.
+fn start_loadgen(dir: &Path, args: &[String]) -> Result<(Child, std::path::PathBuf)> {
+    let stderr = dir.join("loadgen.stderr");
+    let child = Command::new(netdiv_tests::loadgen_node_bin()?)
+        .current_dir(dir)
+        .args(["run", "--log-format", "json"])
+        .args(args)
+        .args(["--record-issued", "issued.txt", "--output", "logs"])
+        .args(["--metrics-listen", "127.0.0.1:0", "--metrics-linger", "5"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr)?)
+        .spawn()?;
+    Ok((child, stderr))
+}
+
+/// Scrapes the run's endpoint every 200 ms until the run says it is over
+/// (`on_progress` sees each scrape while samples complete), waits for the
+/// process to end well, and returns the last scrape.
+fn scrape_until_finished(
+    loadgen: &mut Child,
+    stderr: &Path,
+    mut on_progress: impl FnMut(&Scrape) -> Result<()>,
+) -> Result<Scrape> {
+    let endpoint = metrics_address(loadgen, stderr)?;
+    let started = Instant::now();
+    let last = loop {
+        ensure!(
+            started.elapsed() < Duration::from_secs(60),
+            "the run did not finish within 60 s"
+        );
+        let now = scrape(endpoint)?;
+        if now.value("netdiv_loadgen_run_finished", &[])? == 1.0 {
+            break now;
+        }
+        if now.value("netdiv_loadgen_completed_samples_total", &[])? > 0.0 {
+            on_progress(&now)?;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let status = loadgen.wait()?;
+    ensure!(
+        status.success(),
+        "loadgen-node failed ({status}):\n{}",
+        std::fs::read_to_string(stderr)?
+    );
+    Ok(last)
+}
+
 #[test]
 fn metrics_endpoints_agree_with_the_run_logs() -> Result<()> {
     let dir = test_dir("metrics")?;
@@ -73,27 +126,21 @@ fn metrics_endpoints_agree_with_the_run_logs() -> Result<()> {
         .set("*.*.accuracy_log_rng_seed", 1)
         .set("*.*.accuracy_log_sampling_target", 100000000);
     let conf = write_file(&dir, "user.conf", &conf.to_string())?;
-    let stderr = dir.join("loadgen.stderr");
-    let mut loadgen = Command::new(netdiv_tests::loadgen_node_bin()?)
-        .current_dir(&dir)
-        .args(["run", "--log-format", "json", "--progress", "never"])
-        .args(["--scenario", "Server", "--benchmark", "resnet50"])
-        .args(["--sample-shape", "3,32,32", "--sample-dtype", "uint8"])
-        .args([
+    let mut args: Vec<String> = ["--scenario", "Server", "--benchmark", "resnet50"]
+        .iter()
+        .chain(&["--progress", "never"])
+        .chain(&["--sample-shape", "3,32,32", "--sample-dtype", "uint8"])
+        .chain(&[
             "--total-sample-count",
             "1024",
             "--performance-sample-count",
             "256",
         ])
-        .arg("--user-conf")
-        .arg(&conf)
-        .args(["--record-issued", "issued.txt", "--output", "logs"])
-        .args(["--metrics-listen", "127.0.0.1:0", "--metrics-linger", "5"])
-        .args(cluster.loadgen_flags())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr)?)
-        .spawn()?;
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(["--user-conf".into(), conf.display().to_string()]);
+    args.extend(cluster.loadgen_flags());
+    let (mut loadgen, stderr) = start_loadgen(&dir, &args)?;
     let result = scrape_and_compare(&mut loadgen, &stderr, &cluster, &dir);
     let _ = loadgen.kill();
     let _ = loadgen.wait();
@@ -106,7 +153,6 @@ fn scrape_and_compare(
     cluster: &Cluster,
     dir: &Path,
 ) -> Result<()> {
-    let endpoint = metrics_address(loadgen, stderr)?;
     let node_endpoints: Vec<SocketAddr> = cluster
         .nodes
         .iter()
@@ -115,33 +161,17 @@ fn scrape_and_compare(
 
     // Scrape as Prometheus would, faster, until the run says it is over.
     let mut seen_mid_run = false;
-    let started = Instant::now();
-    let last: Scrape = loop {
-        ensure!(
-            started.elapsed() < Duration::from_secs(60),
-            "the run did not finish within 60 s"
-        );
-        let now = scrape(endpoint)?;
-        let finished = now.value("netdiv_loadgen_run_finished", &[])? == 1.0;
-        let completed = now.value("netdiv_loadgen_completed_samples_total", &[])?;
-        if finished {
-            break now;
-        }
-        if completed > 0.0 {
-            // Live: counts move while the run goes on, on both sides.
-            let nodes_received: f64 = node_endpoints
-                .iter()
-                .map(|a| scrape(*a).map(|s| s.sum("netdiv_node_samples_received_total")))
-                .sum::<Result<f64>>()?;
-            ensure!(nodes_received > 0.0, "the nodes counted nothing mid-run");
-            seen_mid_run = true;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let last = scrape_until_finished(loadgen, stderr, |_| {
+        // Live: counts move while the run goes on, on both sides.
+        let nodes_received: f64 = node_endpoints
+            .iter()
+            .map(|a| scrape(*a).map(|s| s.sum("netdiv_node_samples_received_total")))
+            .sum::<Result<f64>>()?;
+        ensure!(nodes_received > 0.0, "the nodes counted nothing mid-run");
+        seen_mid_run = true;
+        Ok(())
+    })?;
     ensure!(seen_mid_run, "no scrape saw the run in progress");
-    let status = loadgen.wait()?;
-    let log = std::fs::read_to_string(stderr)?;
-    ensure!(status.success(), "loadgen-node failed ({status}):\n{log}");
 
     // The LoadGen's own counts against its logs.
     let issued = parse_issued(&std::fs::read_to_string(dir.join("issued.txt"))?)?.len() as f64;
@@ -240,6 +270,96 @@ fn dashboard_uses_only(exported: &[&str]) -> Result<()> {
     ensure!(
         missing.is_empty(),
         "the dashboard queries series no endpoint exports: {missing:?}"
+    );
+    Ok(())
+}
+
+/// A token run over two LLM nodes: each node's TTFT and TPOT histograms
+/// time every completion it answered once, and its output-token counter
+/// is its completions times the answer length, all as the run record says.
+#[test]
+fn per_node_token_metrics_agree_with_the_run_record() -> Result<()> {
+    const OUTPUT_TOKENS: u32 = 16;
+    let dir = test_dir("metrics-tokens")?;
+    let cluster = Cluster::start(
+        &dir.join("nodes"),
+        "grpc",
+        &["tokens-1", "tokens-2"],
+        &llm_node(500.0, 8, OUTPUT_TOKENS),
+        &[],
+    )?;
+    let conf = UserConf::new()
+        .set("*.Offline.target_qps", 200)
+        .set("*.Offline.min_duration", 1000)
+        .set("*.Offline.min_query_count", 1);
+    let args = llama2_prompt_flags(
+        &dir,
+        "Offline",
+        &conf,
+        (64, 7, 256),
+        &cluster.loadgen_flags(),
+    )?;
+    let (mut loadgen, stderr) = start_loadgen(&dir, &args)?;
+    let last = scrape_until_finished(&mut loadgen, &stderr, |_| Ok(()));
+    let _ = loadgen.kill();
+    let last = last?;
+    let record = RunRecord::read_in(&dir.join("logs"))?.context("no run record")?;
+    let completed = last.value("netdiv_loadgen_completed_samples_total", &[])?;
+    ensure!(completed >= 200.0, "only {completed} samples completed");
+    let mut tokens = 0.0;
+    for node in &record.nodes {
+        let name = [("name", node.name.as_str())];
+        let t = &node.traffic;
+        // Its completions (the completed-samples counter also counts
+        // first tokens, as signs of progress).
+        let answered = last.value("netdiv_loadgen_node_round_trip_seconds_count", &name)?;
+        ensure!(
+            answered > 0.0 && answered == t.latency.count as f64,
+            "{}: {answered} completions timed, the record {}",
+            node.name,
+            t.latency.count
+        );
+        for (histogram, summary) in [
+            ("netdiv_loadgen_node_first_token_seconds", &t.first_token),
+            (
+                "netdiv_loadgen_node_time_per_output_token_seconds",
+                &t.time_per_output_token,
+            ),
+        ] {
+            let count = last.value(&format!("{histogram}_count"), &name)?;
+            let inf = last.value(
+                &format!("{histogram}_bucket"),
+                &[("name", node.name.as_str()), ("le", "+Inf")],
+            )?;
+            let sum = last.value(&format!("{histogram}_sum"), &name)?;
+            ensure!(
+                count == answered && inf == count && count == summary.count as f64,
+                "{}: {histogram} timed {count} ({inf} in +Inf), the record {}, for {answered} \
+                 completions",
+                node.name,
+                summary.count
+            );
+            // The sum is the record's mean times its count, to the
+            // microsecond the record keeps.
+            let mean = summary.mean_us as f64 / 1e6;
+            ensure!(
+                sum > 0.0 && (sum / count - mean).abs() < 2e-6,
+                "{}: {histogram} sums to {sum} s over {count}, the record's mean is {mean} s",
+                node.name
+            );
+        }
+        let output = last.value("netdiv_loadgen_node_output_tokens_total", &name)?;
+        ensure!(
+            output == answered * f64::from(OUTPUT_TOKENS) && output == t.output_tokens as f64,
+            "{}: {output} output tokens counted, the record {}, for {answered} answers",
+            node.name,
+            t.output_tokens
+        );
+        tokens += output;
+    }
+    ensure!(
+        tokens == completed * f64::from(OUTPUT_TOKENS),
+        "the nodes' output tokens add up to {tokens}, not {completed} x {OUTPUT_TOKENS}"
     );
     Ok(())
 }
