@@ -12,10 +12,10 @@ pub enum DispatchPolicy {
     /// (power of two choices): near-best balance without scanning.
     LeastOutstanding,
     /// The node that would finish its work soonest: each node's prompt
-    /// tokens and running sequences ([`NodeLoad::work`]) over the rate it
-    /// has shown, learned as the run goes; a node's window shrinks with
-    /// its rate, so a slow node is not left holding a full window at the
-    /// end. For token benchmarks.
+    /// tokens and running sequences ([`NodeLoad::work`]) over the speed
+    /// each of its sequences has shown, learned as the run goes; a node's
+    /// window shrinks with its throughput, so a slow node is not left
+    /// holding a full window at the end. For token benchmarks.
     Tokens,
 }
 
@@ -37,8 +37,13 @@ pub const WARMUP_SHARE: f64 = 0.125;
 pub struct NodeLoad {
     /// Samples (sequences) sent and not yet answered.
     pub samples: u64,
-    /// Their bytes on the wire.
+    /// The bytes on the wire of those not yet started (no first token
+    /// yet): prompts still to be prefilled, which delay the first token of
+    /// whatever is sent next.
     pub bytes: u64,
+    /// Of `samples`, those whose first token came: running, past the
+    /// node's queue (0 where answers have no first token).
+    pub started: u64,
 }
 
 impl NodeLoad {
@@ -49,9 +54,10 @@ impl NodeLoad {
     }
 }
 
-/// A node's rate of work, learned from its answers: work done per second
-/// it held work, with what it did long ago fading
-/// ([`RATE_HALF_LIFE_SECS`]).
+/// A rate learned from a node's answers: work done per second of
+/// something (the seconds it held work, or the seconds its sequences were
+/// held), with what it did long ago fading ([`RATE_HALF_LIFE_SECS`] of
+/// the run's time).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct RateEstimate {
     work: f64,
@@ -59,13 +65,12 @@ pub struct RateEstimate {
 }
 
 impl RateEstimate {
-    /// `work` was answered over `secs` seconds during which the node held
-    /// work.
-    pub fn observe(&mut self, work: f64, secs: f64) {
-        let secs = secs.max(0.0);
-        let keep = (-secs / RATE_HALF_LIFE_SECS).exp2();
+    /// `work` was answered over `secs` seconds of what is measured, within
+    /// `elapsed` seconds of the run.
+    pub fn observe(&mut self, work: f64, secs: f64, elapsed: f64) {
+        let keep = (-elapsed.max(0.0) / RATE_HALF_LIFE_SECS).exp2();
         self.work = self.work * keep + work;
-        self.secs = self.secs * keep + secs;
+        self.secs = self.secs * keep + secs.max(0.0);
     }
 
     /// Work per second, once there is any to go by.
@@ -105,44 +110,79 @@ pub struct Dispatcher {
     policy: DispatchPolicy,
     next: usize,
     rng: u64,
-    /// Each node's rate (the token-aware policy's).
+    /// Each node's throughput: work per second it held work (the
+    /// token-aware policy's window shares).
     rates: Vec<RateEstimate>,
+    /// Each node's window share ([`Dispatcher::window_shares`]).
+    shares: Vec<f64>,
+    /// The most sequences each node has been seen running at once: how
+    /// many it runs side by side, as far as the run has shown (0: not
+    /// seen yet).
+    seen_running: Vec<u64>,
+    /// Each node's speed per sequence: work per second of each sample
+    /// held, from sending to answer (the token-aware policy's picks).
+    /// Unlike throughput it does not grow with what a node is given, so
+    /// a node that holds more (a serving engine runs its sequences side by
+    /// side) does not look faster and draw still more; and a node whose
+    /// samples wait in its queue looks slower, and draws less.
+    speeds: Vec<RateEstimate>,
+}
+
+/// How long a node held what it answered, for [`Dispatcher::observe`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Held {
+    /// Seconds since it last answered or, if it was idle, since it was
+    /// sent work.
+    pub busy_secs: f64,
+    /// The seconds each sample it held in that time was held, summed.
+    pub sequence_secs: f64,
 }
 
 impl Dispatcher {
     /// For `nodes` nodes; `seed` drives the random choices (any value
     /// works).
     pub fn new(policy: DispatchPolicy, nodes: usize, seed: u64) -> Self {
-        Self {
+        let mut dispatcher = Self {
             policy,
             next: 0,
             rng: seed | 1,
             rates: vec![RateEstimate::default(); nodes],
-        }
+            shares: vec![1.0; nodes],
+            seen_running: vec![0; nodes],
+            speeds: vec![RateEstimate::default(); nodes],
+        };
+        dispatcher.refresh_shares();
+        dispatcher
     }
 
-    /// `node` answered `done` over `secs` seconds in which it held work.
-    pub fn observe(&mut self, node: usize, done: NodeLoad, secs: f64) {
-        self.rates[node].observe(done.work(), secs);
+    /// `node` answered `done`, having held work as `held` says.
+    pub fn observe(&mut self, node: usize, done: NodeLoad, held: Held) {
+        let work = done.work();
+        self.rates[node].observe(work, held.busy_secs, held.busy_secs);
+        self.speeds[node].observe(work, held.sequence_secs, held.busy_secs);
+        self.refresh_shares();
     }
 
     /// `node` failed or came back: what it showed before says nothing of
     /// what it does now.
     pub fn forget(&mut self, node: usize) {
         self.rates[node] = RateEstimate::default();
+        self.speeds[node] = RateEstimate::default();
+        self.seen_running[node] = 0;
+        self.refresh_shares();
     }
 
-    /// Each node's rate, where the token-aware policy knows it; a node not
-    /// yet measured counts at the mean of those that are (all alike before
-    /// any is).
-    fn rates(&self) -> Vec<f64> {
-        let known: Vec<f64> = self.rates.iter().filter_map(RateEstimate::rate).collect();
+    /// Each node's speed per sequence, where the token-aware policy knows
+    /// it; a node not yet measured counts at the mean of those that are
+    /// (all alike before any is).
+    fn speeds(&self) -> Vec<f64> {
+        let known: Vec<f64> = self.speeds.iter().filter_map(RateEstimate::rate).collect();
         let mean = if known.is_empty() {
             1.0
         } else {
             known.iter().sum::<f64>() / known.len() as f64
         };
-        self.rates
+        self.speeds
             .iter()
             .map(|r| r.rate().unwrap_or(mean))
             .collect()
@@ -153,23 +193,28 @@ impl Dispatcher {
     /// node's rate over the fastest node's, so each node's window drains
     /// in about the same time; a node not yet measured (at the start, or
     /// back after a failure) [`WARMUP_SHARE`], so an Offline query is not
-    /// all handed out before any rate is known.
-    pub fn window_shares(&self) -> Vec<f64> {
+    /// all handed out before any rate is known. Kept up to date by
+    /// [`Dispatcher::observe`] and [`Dispatcher::forget`], so reading it
+    /// costs nothing per decision.
+    pub fn window_shares(&self) -> &[f64] {
+        &self.shares
+    }
+
+    fn refresh_shares(&mut self) {
         if self.policy != DispatchPolicy::Tokens {
-            return vec![1.0; self.rates.len()];
+            return;
         }
         let fastest = self
             .rates
             .iter()
             .filter_map(RateEstimate::rate)
             .fold(0.0, f64::max);
-        self.rates
-            .iter()
-            .map(|r| match r.rate() {
+        for (share, r) in self.shares.iter_mut().zip(&self.rates) {
+            *share = match r.rate() {
                 Some(rate) if fastest > 0.0 => rate / fastest,
                 _ => WARMUP_SHARE,
-            })
-            .collect()
+            };
+        }
     }
 
     fn random_below(&mut self, n: usize) -> usize {
@@ -211,17 +256,29 @@ impl Dispatcher {
                 })
             }
             DispatchPolicy::Tokens => {
-                // Soonest done with the piece added; ties go round, so
-                // equal nodes share evenly.
-                let rates = self.rates();
-                let finish = |i: usize| (loads[i].work() + piece.work()) / rates[i];
+                for &i in &candidates {
+                    let seen = &mut self.seen_running[i];
+                    *seen = (*seen).max(loads[i].started);
+                }
+                // A node that would have to queue the piece (it holds as
+                // many as it has been seen running) only if every node
+                // would; then soonest done with the piece added. Ties go
+                // round, so equal nodes share evenly.
+                let speeds = self.speeds();
+                let seen = &self.seen_running;
+                let queues = |i: usize| seen[i] > 0 && loads[i].samples + piece.samples > seen[i];
+                let finish = |i: usize| (loads[i].work() + piece.work()) / speeds[i];
                 let start = self.next % candidates.len();
                 self.next = self.next.wrapping_add(1);
                 candidates[start..]
                     .iter()
                     .chain(&candidates[..start])
                     .copied()
-                    .min_by(|&a, &b| finish(a).total_cmp(&finish(b)))
+                    .min_by(|&a, &b| {
+                        queues(a)
+                            .cmp(&queues(b))
+                            .then(finish(a).total_cmp(&finish(b)))
+                    })
             }
         }
     }
@@ -257,10 +314,18 @@ pub fn pieces(sizes: &[u64], max_samples: usize, max_bytes: u64) -> Vec<Range<us
 mod tests {
     use super::*;
 
+    /// A node that held one sample for `secs` and answered it.
+    fn held(secs: f64) -> Held {
+        Held {
+            busy_secs: secs,
+            sequence_secs: secs,
+        }
+    }
+
     fn samples(n: u64) -> NodeLoad {
         NodeLoad {
             samples: n,
-            bytes: 0,
+            ..NodeLoad::default()
         }
     }
 
@@ -326,20 +391,22 @@ mod tests {
         const STEP: f64 = 0.001;
         let n = rates.len();
         let mut d = Dispatcher::new(policy, n, 7);
-        let mut queues: Vec<std::collections::VecDeque<(NodeLoad, f64)>> =
+        // Each queued sample: what it carries, the work left, when sent.
+        let mut queues: Vec<std::collections::VecDeque<(NodeLoad, f64, f64)>> =
             vec![Default::default(); n];
         let mut busy_for = vec![0.0; n];
         let mut answered = vec![0.0; n];
         let mut next = 0;
         let mut t = 0.0;
         loop {
-            let shares = d.window_shares();
+            let shares = d.window_shares().to_vec();
             while next < prompts.len() {
                 let loads: Vec<NodeLoad> = queues
                     .iter()
                     .map(|q| NodeLoad {
                         samples: q.len() as u64,
-                        bytes: q.iter().map(|(s, _)| s.bytes).sum(),
+                        bytes: q.iter().map(|(s, _, _)| s.bytes).sum(),
+                        ..NodeLoad::default()
                     })
                     .collect();
                 let open: Vec<bool> = (0..n)
@@ -348,11 +415,12 @@ mod tests {
                 let piece = NodeLoad {
                     samples: 1,
                     bytes: prompts[next] * 4,
+                    ..NodeLoad::default()
                 };
                 let Some(node) = d.pick(&loads, &open, piece) else {
                     break;
                 };
-                queues[node].push_back((piece, piece.work()));
+                queues[node].push_back((piece, piece.work(), t));
                 next += 1;
             }
             if next == prompts.len() && queues.iter().all(|q| q.is_empty()) {
@@ -366,9 +434,13 @@ mod tests {
                 busy_for[i] += STEP;
                 head.1 -= rates[i] * STEP;
                 if head.1 <= 0.0 {
-                    let (done, _) = queues[i].pop_front().unwrap();
+                    let (done, _, sent) = queues[i].pop_front().unwrap();
                     answered[i] += done.work();
-                    d.observe(i, done, busy_for[i]);
+                    let held = Held {
+                        busy_secs: busy_for[i],
+                        sequence_secs: t - sent,
+                    };
+                    d.observe(i, done, held);
                     busy_for[i] = 0.0;
                 }
             }
@@ -398,6 +470,7 @@ mod tests {
                 NodeLoad {
                     samples: 1,
                     bytes: p * 4,
+                    ..NodeLoad::default()
                 }
                 .work()
             })
@@ -429,15 +502,18 @@ mod tests {
             NodeLoad {
                 samples: 2,
                 bytes: 4 * 2000,
+                ..NodeLoad::default()
             },
             NodeLoad {
                 samples: 2,
                 bytes: 4 * 40,
+                ..NodeLoad::default()
             },
         ];
         let piece = NodeLoad {
             samples: 1,
             bytes: 400,
+            ..NodeLoad::default()
         };
         assert!((0..20).all(|_| d.pick(&loads, &[true, true], piece) == Some(1)));
         // A count-based policy sees two alike nodes.
@@ -448,6 +524,126 @@ mod tests {
         assert!(picks.contains(&Some(0)));
     }
 
+    /// Server-like arrivals, one every `interval` seconds, on nodes that
+    /// run what they hold side by side (a serving engine's continuous
+    /// batching), each sequence at `speeds` tokens per second however
+    /// many run. Returns the samples each node got.
+    fn run_arrivals(policy: DispatchPolicy, speeds: &[f64], interval: f64) -> Vec<u32> {
+        const STEP: f64 = 0.0005;
+        let n = speeds.len();
+        let mut d = Dispatcher::new(policy, n, 7);
+        // Each node's sequences: what it carries, the work left, when sent.
+        let mut running: Vec<Vec<(NodeLoad, f64, f64)>> = vec![Vec::new(); n];
+        let mut busy_since: Vec<Option<f64>> = vec![None; n];
+        let mut got = vec![0; n];
+        let prompts = prompts(2000);
+        let mut t = 0.0;
+        let mut next_arrival = 0.0;
+        let mut next = 0;
+        while next < prompts.len() {
+            if t >= next_arrival {
+                let loads: Vec<NodeLoad> = running
+                    .iter()
+                    .map(|r| NodeLoad {
+                        samples: r.len() as u64,
+                        bytes: r.iter().map(|(s, _, _)| s.bytes).sum(),
+                        ..NodeLoad::default()
+                    })
+                    .collect();
+                let piece = NodeLoad {
+                    samples: 1,
+                    bytes: prompts[next] * 4,
+                    ..NodeLoad::default()
+                };
+                let node = d.pick(&loads, &vec![true; n], piece).unwrap();
+                running[node].push((piece, piece.work(), t));
+                busy_since[node].get_or_insert(t);
+                got[node] += 1;
+                next += 1;
+                next_arrival += interval;
+            }
+            t += STEP;
+            for i in 0..n {
+                running[i].iter_mut().for_each(|s| s.1 -= speeds[i] * STEP);
+                let (finished, left): (Vec<_>, Vec<_>) =
+                    running[i].drain(..).partition(|s| s.1 <= 0.0);
+                running[i] = left;
+                if finished.is_empty() {
+                    continue;
+                }
+                let done = NodeLoad {
+                    samples: finished.len() as u64,
+                    bytes: finished.iter().map(|(s, _, _)| s.bytes).sum(),
+                    ..NodeLoad::default()
+                };
+                let held = Held {
+                    busy_secs: t - busy_since[i].unwrap(),
+                    sequence_secs: finished.iter().map(|(_, _, sent)| t - sent).sum(),
+                };
+                d.observe(i, done, held);
+                busy_since[i] = (!running[i].is_empty()).then_some(t);
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn tokens_do_not_pile_sequences_on_a_node_that_runs_them_side_by_side() {
+        // Four nodes, the last at half speed; about five sequences of ~800
+        // tokens running on each at once.
+        let speeds = [50_000.0, 50_000.0, 50_000.0, 25_000.0];
+        let got = run_arrivals(DispatchPolicy::Tokens, &speeds, 0.004);
+        let fast = &got[..3];
+        let (least, most) = (fast.iter().min().unwrap(), fast.iter().max().unwrap());
+        // A node given more does not look faster for it: the equal nodes
+        // share evenly, and the slow one gets less than any of them.
+        assert!(
+            f64::from(*most) < f64::from(*least) * 1.3,
+            "equal nodes got {got:?}"
+        );
+        assert!(got[3] < *least, "the half-speed node got {got:?}");
+        assert_eq!(got.iter().sum::<u32>(), 2000);
+    }
+
+    #[test]
+    fn tokens_pass_over_a_node_that_would_queue_while_another_has_room() {
+        let mut d = Dispatcher::new(DispatchPolicy::Tokens, 2, 1);
+        let answer = samples(1);
+        d.observe(0, answer, held(0.01)); // node 0: ten times node 1's speed
+        d.observe(1, answer, held(0.1));
+        let running = |n: u64| NodeLoad {
+            samples: n,
+            started: n,
+            ..NodeLoad::default()
+        };
+        // Node 1 has been seen running 20 at once, node 0 32.
+        assert_eq!(
+            d.pick(&[running(32), running(20)], &[true, true], answer),
+            Some(0)
+        );
+        // Node 0 runs all 32 it has been seen to: the piece would wait in
+        // its queue, so it goes to node 1, slow as it is, which has room.
+        let loads = [running(32), running(10)];
+        assert!((0..10).all(|_| d.pick(&loads, &[true, true], answer) == Some(1)));
+        // Once both would queue, the sooner done.
+        let loads = [running(32), running(20)];
+        assert_eq!(d.pick(&loads, &[true, true], answer), Some(0));
+        // What a node that failed or came back was seen running no longer
+        // counts: node 0 holding 30, 10 of them running, has room below
+        // the 32 seen before, and none once that is forgotten.
+        let loads = [
+            NodeLoad {
+                samples: 30,
+                started: 10,
+                ..NodeLoad::default()
+            },
+            running(20),
+        ];
+        assert_eq!(d.pick(&loads, &[true, true], answer), Some(0));
+        d.forget(0);
+        assert_eq!(d.pick(&loads, &[true, true], answer), Some(1));
+    }
+
     #[test]
     fn tokens_learn_rates_and_forget_a_node_that_failed_or_rejoined() {
         let mut d = Dispatcher::new(DispatchPolicy::Tokens, 3, 1);
@@ -456,9 +652,10 @@ mod tests {
         let done = NodeLoad {
             samples: 1,
             bytes: 4 * 744,
+            ..NodeLoad::default()
         }; // 1000 tokens
-        d.observe(0, done, 0.01); // 100k tokens/s
-        d.observe(1, done, 0.04); // 25k tokens/s
+        d.observe(0, done, held(0.01)); // 100k tokens/s
+        d.observe(1, done, held(0.04)); // 25k tokens/s
         let shares = d.window_shares();
         assert_eq!(shares[0], 1.0);
         assert!((shares[1] - 0.25).abs() < 1e-9, "{shares:?}");
@@ -477,14 +674,17 @@ mod tests {
             NodeLoad {
                 samples: 10,
                 bytes: 0,
+                ..NodeLoad::default()
             },
             NodeLoad {
                 samples: 4,
                 bytes: 0,
+                ..NodeLoad::default()
             },
             NodeLoad {
                 samples: 6,
                 bytes: 0,
+                ..NodeLoad::default()
             },
         ];
         // Node 0 at 100k tokens/s; nodes 1 and 2, unmeasured, at the mean
@@ -493,9 +693,9 @@ mod tests {
         assert_eq!(d.pick(&loads, &[true; 3], samples(1)), Some(1));
         // A node that slows down is seen: its old rate fades within
         // seconds, and the node now fastest has the whole window.
-        d.observe(1, done, 0.04); // 25k tokens/s
+        d.observe(1, done, held(0.04)); // 25k tokens/s
         for _ in 0..50 {
-            d.observe(0, done, 0.4); // now 2.5k tokens/s
+            d.observe(0, done, held(0.4)); // now 2.5k tokens/s
         }
         let shares = d.window_shares();
         assert_eq!(shares[1], 1.0, "{shares:?}");

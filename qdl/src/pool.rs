@@ -19,7 +19,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Instant;
 
-use crate::dispatch::{DispatchPolicy, Dispatcher, NodeLoad};
+use crate::dispatch::{DispatchPolicy, Dispatcher, Held, NodeLoad};
 
 /// One sample to run: the LoadGen's response id and where its bytes are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,6 +115,10 @@ struct NodeSlot<T> {
     completed: u64,
     in_flight: u64,
     in_flight_bytes: u64,
+    /// Of `in_flight`, samples whose first token came: running on the
+    /// node, past its queue; and their bytes.
+    started: u64,
+    started_bytes: u64,
     outstanding: HashMap<u64, Outstanding<T>>,
     /// Since when the node has held work without answering any of it:
     /// the time its next answers took, for its rate.
@@ -125,7 +129,18 @@ impl<T> NodeSlot<T> {
     fn load(&self) -> NodeLoad {
         NodeLoad {
             samples: self.in_flight,
-            bytes: self.in_flight_bytes,
+            bytes: self.in_flight_bytes - self.started_bytes,
+            started: self.started,
+        }
+    }
+
+    /// Takes `o` off the node's counts (answered, declined or moved).
+    fn release(&mut self, o: &Outstanding<T>) {
+        self.in_flight -= 1;
+        self.in_flight_bytes -= o.sample.bytes;
+        if o.first_token_at.is_some() {
+            self.started -= 1;
+            self.started_bytes -= o.sample.bytes;
         }
     }
 
@@ -134,6 +149,8 @@ impl<T> NodeSlot<T> {
     fn take_all(&mut self) -> Vec<Outstanding<T>> {
         self.in_flight = 0;
         self.in_flight_bytes = 0;
+        self.started = 0;
+        self.started_bytes = 0;
         self.busy_since = None;
         self.outstanding.drain().map(|(_, o)| o).collect()
     }
@@ -180,6 +197,8 @@ impl<T: Clone> Pool<T> {
                     completed: 0,
                     in_flight: 0,
                     in_flight_bytes: 0,
+                    started: 0,
+                    started_bytes: 0,
                     outstanding: HashMap::new(),
                     busy_since: None,
                 })
@@ -213,26 +232,30 @@ impl<T: Clone> Pool<T> {
     pub fn complete(&mut self, node: usize, ids: &[u64]) -> (Vec<Option<T>>, Vec<SendTo<T>>) {
         let slot = &mut self.nodes[node];
         let first_tokens = &mut self.first_tokens;
+        let now = Instant::now();
         let mut done = NodeLoad::default();
+        let mut sequence_secs = 0.0;
         let tags = ids
             .iter()
             .map(|id| {
                 slot.outstanding.remove(id).map(|o| {
                     slot.completed += 1;
-                    slot.in_flight -= 1;
-                    slot.in_flight_bytes -= o.sample.bytes;
+                    slot.release(&o);
                     done.samples += 1;
                     done.bytes += o.sample.bytes;
+                    sequence_secs += now.saturating_duration_since(o.sent_at).as_secs_f64();
                     first_tokens.remove(id);
                     o.tag
                 })
             })
             .collect();
         if done.samples > 0 {
-            let now = Instant::now();
             if let Some(since) = slot.busy_since {
-                let secs = now.saturating_duration_since(since).as_secs_f64();
-                self.dispatcher.observe(node, done, secs);
+                let held = Held {
+                    busy_secs: now.saturating_duration_since(since).as_secs_f64(),
+                    sequence_secs,
+                };
+                self.dispatcher.observe(node, done, held);
             }
             slot.busy_since = (slot.in_flight > 0).then_some(now);
         }
@@ -255,13 +278,17 @@ impl<T: Clone> Pool<T> {
                     .filter(|_| self.first_tokens.insert(*id))
                     .map(|o| {
                         o.first_token_at = Some(now);
-                        o.tag.clone()
+                        (o.tag.clone(), o.sample.bytes)
                     });
                 match tag {
-                    Some(_) => slot.completed += 1,
+                    Some((_, bytes)) => {
+                        slot.completed += 1;
+                        slot.started += 1;
+                        slot.started_bytes += bytes;
+                    }
                     None => self.late_first_tokens += 1,
                 }
-                tag
+                tag.map(|(tag, _)| tag)
             })
             .collect()
     }
@@ -286,8 +313,7 @@ impl<T: Clone> Pool<T> {
         let mut returned = Vec::new();
         for id in ids {
             if let Some(o) = slot.outstanding.remove(id) {
-                slot.in_flight -= 1;
-                slot.in_flight_bytes -= o.sample.bytes;
+                slot.release(&o);
                 returned.push(o);
             }
         }
@@ -431,9 +457,9 @@ impl<T: Clone> Pool<T> {
     /// Sends queued pieces, in order, while some healthy node has room.
     fn pump(&mut self) -> Vec<SendTo<T>> {
         let mut sends = Vec::new();
-        // Rates change only with answers, not while sending.
-        let shares = self.dispatcher.window_shares();
         while let Some(next) = self.pending.front() {
+            // Shares change only with answers, not while sending.
+            let shares = self.dispatcher.window_shares();
             for (i, n) in self.nodes.iter().enumerate() {
                 self.loads[i] = n.load();
                 self.open[i] = n.failure.is_none()
@@ -445,6 +471,7 @@ impl<T: Clone> Pool<T> {
             let piece_load = NodeLoad {
                 samples: next.samples.len() as u64,
                 bytes: next.samples.iter().map(|s| s.bytes).sum(),
+                started: 0,
             };
             let Some(node) = self.dispatcher.pick(&self.loads, &self.open, piece_load) else {
                 break; // Backpressure: wait for a completion to free room.
@@ -548,6 +575,45 @@ mod tests {
         assert_eq!(p.complete(other, &[0, 1]).0, vec![Some(0), Some(0)]);
         // A completed sample takes no further first token.
         assert_eq!(p.first_token(other, &[0]), vec![None]);
+    }
+
+    #[test]
+    fn a_nodes_load_counts_started_samples_apart_until_they_leave() {
+        let mut p = pool(2, 100);
+        let sends = p.submit([piece(1, 0..3)]).unwrap();
+        let node = sends[0].node;
+        let load = |p: &Pool<u8>| p.nodes[node].load();
+        assert_eq!(
+            load(&p),
+            NodeLoad {
+                samples: 3,
+                bytes: 30,
+                started: 0
+            }
+        );
+        // A first token: the sample runs, its prompt no longer waits.
+        p.first_token(node, &[0, 1]);
+        p.first_token(node, &[1]); // a second one changes nothing
+        assert_eq!(
+            load(&p),
+            NodeLoad {
+                samples: 3,
+                bytes: 10,
+                started: 2
+            }
+        );
+        // Answered, declined: each leaves the counts it was in.
+        p.complete(node, &[0]);
+        assert_eq!(
+            load(&p),
+            NodeLoad {
+                samples: 2,
+                bytes: 10,
+                started: 1
+            }
+        );
+        p.decline(node, &[1, 2], "draining").unwrap();
+        assert_eq!(load(&p), NodeLoad::default());
     }
 
     #[test]

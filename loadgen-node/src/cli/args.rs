@@ -470,10 +470,10 @@ pub struct NetworkArgs {
     pub dev_tls: Option<PathBuf>,
     /// How pieces of queries are assigned to nodes: round-robin,
     /// least-outstanding, or tokens (by prompt tokens and running
-    /// sequences over each node's measured rate; for Offline runs of LLM
-    /// benchmarks on nodes of different speeds).
-    #[arg(long, value_name = "POLICY", default_value_t = qdl::defaults::POLICY)]
-    pub dispatch: DispatchPolicy,
+    /// sequences over each node's measured rate) [default: tokens for
+    /// benchmarks with token latencies, else least-outstanding].
+    #[arg(long, value_name = "POLICY")]
+    pub dispatch: Option<DispatchPolicy>,
     /// Most samples one node may hold at once; more wait in the QDL.
     #[arg(long, value_name = "N", default_value_t = qdl::defaults::WINDOW_SAMPLES)]
     pub window: u64,

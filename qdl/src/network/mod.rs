@@ -77,6 +77,17 @@ pub mod defaults {
 
     /// Which node gets the next piece: the less loaded of two.
     pub const POLICY: DispatchPolicy = DispatchPolicy::LeastOutstanding;
+
+    /// The policy for `benchmark`: by tokens where it measures token
+    /// latencies (prompts differ in length by orders of magnitude), else
+    /// [`POLICY`].
+    pub fn policy_for(benchmark: &netdiv_proto::Benchmark) -> DispatchPolicy {
+        if benchmark.uses_token_latencies() {
+            DispatchPolicy::Tokens
+        } else {
+            POLICY
+        }
+    }
     /// Most samples one node may hold at once.
     pub const WINDOW_SAMPLES: u64 = 1024;
     /// Most sample bytes one node may hold at once (a benchmark with larger

@@ -581,6 +581,8 @@ fn parse_known(name: &str) -> Benchmark {
 pub struct QdlPlan {
     /// The configuration without nodes (limits follow the benchmark).
     base: qdl::QdlConfig,
+    /// `--dispatch`, if given (else the benchmark's default).
+    dispatch: Option<qdl::dispatch::DispatchPolicy>,
     /// `--io-threads`, if given.
     io_threads: Option<usize>,
     /// `--expand-dns`: one node per address a name resolves to.
@@ -614,7 +616,6 @@ impl QdlPlan {
         }
         let mut base = qdl::QdlConfig::new(Vec::new());
         base.tls = tls;
-        base.policy = n.dispatch;
         base.window.samples = n.window;
         base.max_piece_samples = n.max_piece_samples;
         base.node_timeout = (!n.node_timeout.0.is_zero()).then_some(n.node_timeout.0);
@@ -624,6 +625,7 @@ impl QdlPlan {
         });
         Ok(QdlPlan {
             base,
+            dispatch: n.dispatch,
             io_threads: n.io_threads,
             expand_dns: n.expand_dns,
         })
@@ -657,6 +659,9 @@ impl QdlPlan {
         config.max_message_bytes = transport::message_limit(benchmark);
         config.window.bytes = transport::default_window_bytes(benchmark);
         config.io_threads = self.io_threads.unwrap_or(qdl::defaults::IO_THREADS);
+        config.policy = self
+            .dispatch
+            .unwrap_or_else(|| qdl::defaults::policy_for(benchmark));
         Ok(config)
     }
 
