@@ -13,9 +13,13 @@ use crate::network_run::LoadgenRun;
 pub struct TokenMeasure {
     /// Output tokens per second (Offline: the result; Server: completed).
     pub tokens_per_s: f64,
-    /// Server only: TTFT and TPOT p99, in milliseconds.
+    /// Server only: TTFT and TPOT p50 and p99, in milliseconds.
+    pub ttft_p50_ms: f64,
     pub ttft_p99_ms: f64,
+    pub tpot_p50_ms: f64,
     pub tpot_p99_ms: f64,
+    /// Server only: completed samples per second.
+    pub samples_per_s: f64,
     pub valid: bool,
 }
 
@@ -40,8 +44,11 @@ pub fn token_measure(run: &LoadgenRun, scenario: &str) -> Result<TokenMeasure> {
     }
     Ok(TokenMeasure {
         tokens_per_s: number("Completed tokens per second")?,
+        ttft_p50_ms: number("50.00 percentile first token latency (ns)")? / 1e6,
+        tpot_p50_ms: number("50.00 percentile time to output token (ns)")? / 1e6,
         ttft_p99_ms: number("99.00 percentile first token latency (ns)")? / 1e6,
         tpot_p99_ms: number("99.00 percentile time to output token (ns)")? / 1e6,
+        samples_per_s: number("Completed samples per second")?,
         valid,
     })
 }

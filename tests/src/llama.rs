@@ -10,11 +10,22 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use qdl::samples::{synthetic::synthetic_sample, DType};
 use serde_json::{json, Value};
 
 use crate::binaries::workspace_root;
 use crate::prerequisites::skip_unless_ci;
 use crate::text::tail;
+
+/// The ids of synthetic prompt `index`: what `loadgen-node run
+/// --benchmark llama2-70b --sample-shape TOKENS --sample-dtype int32
+/// --sample-seed SEED` sends for that sample.
+pub fn synthetic_prompt(tokens: usize, seed: u64, index: usize) -> Vec<u32> {
+    synthetic_sample(&[tokens], DType::I32, seed, index)
+        .chunks_exact(4)
+        .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u32)
+        .collect()
+}
 
 /// What `deploy/llm/llama-cpp.sh` makes.
 #[derive(Clone, Debug)]
@@ -37,10 +48,18 @@ pub fn llama_cpp_files() -> Result<Option<LlamaFiles>> {
 }
 
 fn make() -> Result<LlamaFiles> {
-    let script = workspace_root().join("deploy/llm/llama-cpp.sh");
+    let [server, model] = paths_from_script("deploy/llm/llama-cpp.sh", ["server", "model"])?;
+    Ok(LlamaFiles { server, model })
+}
+
+/// Runs one of the scripts that make something once and cache it
+/// (`deploy/llm/llama-cpp.sh`, `deploy/llm/aiperf.sh`; `script` relative to
+/// the workspace) for `items`, and returns the path it prints for each.
+pub fn paths_from_script<const N: usize>(script: &str, items: [&str; N]) -> Result<[PathBuf; N]> {
+    let script = workspace_root().join(script);
     let output = Command::new("bash")
         .arg(&script)
-        .args(["server", "model"])
+        .args(items)
         .stdin(Stdio::null())
         .output()
         .with_context(|| format!("cannot run {}", script.display()))?;
@@ -56,13 +75,10 @@ fn make() -> Result<LlamaFiles> {
         .lines()
         .map(PathBuf::from)
         .collect();
-    let [server, model] = &paths[..] else {
-        bail!("llama-cpp.sh printed {paths:?}, not two paths");
-    };
-    Ok(LlamaFiles {
-        server: server.clone(),
-        model: model.clone(),
-    })
+    let count = paths.len();
+    paths
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("{} printed {count} paths, not {N}", script.display()))
 }
 
 /// A running `llama-server`; killed when dropped.

@@ -25,12 +25,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use netdiv_tests::bench::{finish_benchmark, machine_description};
 use netdiv_tests::configs::{node_toml, UserConf};
-use netdiv_tests::llama::{llama_cpp_files, LlamaServer};
+use netdiv_tests::llama::{llama_cpp_files, synthetic_prompt, LlamaServer};
 use netdiv_tests::mlperf_logs::detail_value;
 use netdiv_tests::network_run::{loadgen, LoadgenRun};
 use netdiv_tests::sut_client::NodeProcess;
 use netdiv_tests::{test_dir, write_file};
-use qdl::samples::{synthetic::synthetic_sample, DType};
 use sut_node::backend::openai::api::Generation;
 use sut_node::backend::openai::client::EngineClient;
 use sut_node::backend::openai::OpenaiConfig;
@@ -86,13 +85,6 @@ struct Figures {
     tpot_p99_ms: f64,
 }
 
-fn prompt(prompt_tokens: usize, index: usize) -> Vec<u32> {
-    synthetic_sample(&[prompt_tokens], DType::I32, SEED, index)
-        .chunks_exact(4)
-        .map(|b| i32::from_le_bytes(b.try_into().expect("4 bytes")) as u32)
-        .collect()
-}
-
 /// The value at quantile `q` of `values` (nearest rank), in ms.
 fn percentile_ms(values: &mut [f64], q: f64) -> f64 {
     values.sort_by(|a, b| a.total_cmp(b));
@@ -121,7 +113,7 @@ fn drive(
             }
             let slot = slots.clone().acquire_owned().await?;
             let client = client.clone();
-            let ids = prompt(cli.prompt_tokens, i % cli.prompts);
+            let ids = synthetic_prompt(cli.prompt_tokens, SEED, i % cli.prompts);
             answers.push(client.clone().spawn(async move {
                 let _slot = slot;
                 let start = Instant::now();

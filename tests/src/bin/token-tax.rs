@@ -203,6 +203,7 @@ fn tax_rows(cli: &Cli, dir: &std::path::Path, clusters: &BenchClusters) -> Resul
                     ttft_p99_ms: m(|x| x.ttft_p99_ms),
                     tpot_p99_ms: m(|x| x.tpot_p99_ms),
                     valid: r.iter().all(|x| x.valid),
+                    ..Measure::default()
                 }
             })
             .collect();
