@@ -126,6 +126,9 @@ pub struct Dispatcher {
     /// side) does not look faster and draw still more; and a node whose
     /// samples wait in its queue looks slower, and draws less.
     speeds: Vec<RateEstimate>,
+    /// [`Dispatcher::speeds`] as the picks read it, kept up to date with
+    /// the shares, so a pick allocates nothing.
+    pick_speeds: Vec<f64>,
 }
 
 /// How long a node held what it answered, for [`Dispatcher::observe`].
@@ -150,8 +153,9 @@ impl Dispatcher {
             shares: vec![1.0; nodes],
             seen_running: vec![0; nodes],
             speeds: vec![RateEstimate::default(); nodes],
+            pick_speeds: vec![1.0; nodes],
         };
-        dispatcher.refresh_shares();
+        dispatcher.refresh();
         dispatcher
     }
 
@@ -160,7 +164,7 @@ impl Dispatcher {
         let work = done.work();
         self.rates[node].observe(work, held.busy_secs, held.busy_secs);
         self.speeds[node].observe(work, held.sequence_secs, held.busy_secs);
-        self.refresh_shares();
+        self.refresh();
     }
 
     /// `node` failed or came back: what it showed before says nothing of
@@ -169,23 +173,22 @@ impl Dispatcher {
         self.rates[node] = RateEstimate::default();
         self.speeds[node] = RateEstimate::default();
         self.seen_running[node] = 0;
-        self.refresh_shares();
+        self.refresh();
     }
 
-    /// Each node's speed per sequence, where the token-aware policy knows
-    /// it; a node not yet measured counts at the mean of those that are
-    /// (all alike before any is).
-    fn speeds(&self) -> Vec<f64> {
-        let known: Vec<f64> = self.speeds.iter().filter_map(RateEstimate::rate).collect();
-        let mean = if known.is_empty() {
-            1.0
-        } else {
-            known.iter().sum::<f64>() / known.len() as f64
-        };
-        self.speeds
+    /// Sets each node's speed per sequence for the picks, where the
+    /// token-aware policy knows it; a node not yet measured counts at the
+    /// mean of those that are (all alike before any is).
+    fn refresh_speeds(&mut self) {
+        let (sum, count) = self
+            .speeds
             .iter()
-            .map(|r| r.rate().unwrap_or(mean))
-            .collect()
+            .filter_map(RateEstimate::rate)
+            .fold((0.0, 0usize), |(sum, n), rate| (sum + rate, n + 1));
+        let mean = if count == 0 { 1.0 } else { sum / count as f64 };
+        for (speed, r) in self.pick_speeds.iter_mut().zip(&self.speeds) {
+            *speed = r.rate().unwrap_or(mean);
+        }
     }
 
     /// The share of the window each node may fill: 1 for every node under
@@ -200,10 +203,13 @@ impl Dispatcher {
         &self.shares
     }
 
-    fn refresh_shares(&mut self) {
+    /// Brings the window shares and the picks' speeds up to date after a
+    /// node's rates changed.
+    fn refresh(&mut self) {
         if self.policy != DispatchPolicy::Tokens {
             return;
         }
+        self.refresh_speeds();
         let fastest = self
             .rates
             .iter()
@@ -264,7 +270,7 @@ impl Dispatcher {
                 // many as it has been seen running) only if every node
                 // would; then soonest done with the piece added. Ties go
                 // round, so equal nodes share evenly.
-                let speeds = self.speeds();
+                let speeds = &self.pick_speeds;
                 let seen = &self.seen_running;
                 let queues = |i: usize| seen[i] > 0 && loads[i].samples + piece.samples > seen[i];
                 let finish = |i: usize| (loads[i].work() + piece.work()) / speeds[i];
