@@ -48,6 +48,35 @@ fn link_rate_smoke_fills_a_shaped_gigabit_link() -> Result<()> {
     Ok(())
 }
 
+/// `bytes-per-cpu --quick`: iperf3 and each transport (gRPC plain and
+/// with TLS, QUIC) move ResNet-50 samples over an unshaped veth into a
+/// namespace, and every row of the table has its throughput and its bytes
+/// per CPU-second (the figures themselves are the benchmark's business).
+#[test]
+fn bytes_per_cpu_smoke_fills_its_table() -> Result<()> {
+    if !netns::available() {
+        return skip_unless_ci("root and `ip netns` (a veth link into a namespace)");
+    }
+    let stdout = quick_run(env!("CARGO_BIN_EXE_bytes-per-cpu"))?;
+    for label in [
+        "iperf3 (TCP, one stream)",
+        "netdiv gRPC (plain)",
+        "netdiv gRPC (TLS 1.3)",
+        "netdiv QUIC (TLS 1.3)",
+    ] {
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("| {label} |")))
+            .ok_or_else(|| anyhow::anyhow!("no row {label:?} in:\n{stdout}"))?;
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        for cell in &cells[3..5] {
+            let value: f64 = cell.parse()?;
+            ensure!(value > 0.0, "{label}: {cell:?}\n{stdout}");
+        }
+    }
+    Ok(())
+}
+
 /// `wire-bench --quick`: both transports and the null SUT run, and every
 /// cell of its table is filled in (each transport's first Server probe has
 /// a verdict, Offline and SingleStream figures are numbers above zero).

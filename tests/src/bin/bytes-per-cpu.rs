@@ -1,0 +1,403 @@
+//! `bytes-per-cpu`: what each byte a sample carries costs in CPU, against
+//! what the kernel needs to move it. A sut-node in its own network
+//! namespace behind an unshaped veth pair (MTU 9000), the synthetic
+//! backend at zero cost; Offline runs of ResNet-50-sized samples
+//! (150,528 B) and, unless `--quick`, of 3D-UNet's real sizes (the KiTS19
+//! volumes, 132 MB on average), over gRPC in plain text, gRPC with TLS and
+//! QUIC (always TLS 1.3). For each it prints the sample bytes moved per
+//! second and per CPU-second of both processes together (the LoadGen
+//! node's from its exit, the node's from `/proc` across the run), beside
+//! iperf3 (TCP, one stream) over the same link in the same run.
+//!
+//! Needs root (`ip netns`) and iperf3 (`tests/setup/iperf3.sh` installs
+//! Debian's package). Usage: `cargo run --release -p netdiv-tests --bin
+//! bytes-per-cpu [--quick]`; `--quick` is the smoke run CI does.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+
+use netdiv_tests::bench::{finish_benchmark, machine_description, median};
+use netdiv_tests::binaries::workspace_root;
+use netdiv_tests::configs::{node_toml, zero_cost_node, UserConf};
+use netdiv_tests::netns::{self, Netns};
+use netdiv_tests::network_run::{loadgen, LoadgenRun};
+use netdiv_tests::process::run_with_deadline;
+use netdiv_tests::sut_client::NodeProcess;
+use netdiv_tests::{loadgen_node_bin, test_dir, write_file};
+
+/// Prints the bytes-per-CPU-second table.
+#[derive(Debug, clap::Parser)]
+#[command(name = "bytes-per-cpu")]
+struct Cli {
+    /// Seconds of each ResNet-50 run and of iperf3.
+    #[arg(long, default_value_t = 5)]
+    seconds: u64,
+    /// Runs of each case; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// ResNet-50 runs: Offline target_qps (a little above what the
+    /// fastest transport carries, so every run lasts about `--seconds`).
+    #[arg(long, default_value_t = 8000)]
+    resnet_qps: u64,
+    /// Transports to measure.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "grpc,grpc-tls,quic"
+    )]
+    transports: Vec<Transport>,
+    /// Sample sizes to measure: ResNet-50's and 3D-UNet's real ones.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "resnet50,unet"
+    )]
+    samples: Vec<Samples>,
+    /// The smoke run: ResNet-50 sizes only, 2 s runs at 1000 samples/s,
+    /// one repeat.
+    #[arg(long)]
+    quick: bool,
+}
+
+/// 3D-UNet runs: every KiTS19 case twice.
+const UNET_SAMPLES: u64 = 86;
+
+/// One measured transfer.
+#[derive(Clone, Copy, Debug)]
+struct Moved {
+    /// Sample (or iperf3 payload) bytes per second, in Gbit/s.
+    gbit: f64,
+    /// Bytes moved per CPU-second of both ends, in GB.
+    gb_per_cpu_s: f64,
+}
+
+/// The samples of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Samples {
+    /// ResNet-50 inputs, 150,528 B each.
+    Resnet50,
+    /// 3D-UNet's KiTS19 volumes at their real sizes.
+    Unet,
+}
+
+impl Samples {
+    fn benchmark(self) -> &'static str {
+        match self {
+            Samples::Resnet50 => "resnet50",
+            Samples::Unet => "3d-unet-99",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Samples::Resnet50 => "ResNet-50 (150,528 B)",
+            Samples::Unet => "3D-UNet (KiTS19 sizes, 132 MB mean)",
+        }
+    }
+}
+
+/// How the LoadGen node reaches the node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Transport {
+    Grpc,
+    GrpcTls,
+    Quic,
+}
+
+impl Transport {
+    fn label(self) -> &'static str {
+        match self {
+            Transport::Grpc => "netdiv gRPC (plain)",
+            Transport::GrpcTls => "netdiv gRPC (TLS 1.3)",
+            Transport::Quic => "netdiv QUIC (TLS 1.3)",
+        }
+    }
+}
+
+/// CPU time process `pid` has used so far (user and system), from
+/// `/proc/PID/stat` (in clock ticks of 1/100 s, Linux's USER_HZ).
+fn process_cpu(pid: u32) -> Result<Duration> {
+    let path = format!("/proc/{pid}/stat");
+    let stat = std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
+    // The command name (field 2) may hold spaces: count after its ')'.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| -> Result<u64> {
+        fields
+            .get(i)
+            .and_then(|f| f.parse().ok())
+            .with_context(|| format!("{path}: no field {}", i + 3))
+    };
+    // utime and stime are fields 14 and 15, i.e. 11 and 12 after ')'.
+    Ok(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
+}
+
+/// The sample bytes one run put on the wire, and over how many seconds.
+fn traffic(run: &LoadgenRun) -> Result<(f64, f64)> {
+    run.expect_success()?;
+    let path = run.logs.join("netdiv_run.json");
+    let record: Value = serde_json::from_str(
+        &std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?,
+    )?;
+    let bytes: f64 = record["nodes"]
+        .as_array()
+        .context("no nodes in the run record")?
+        .iter()
+        .filter_map(|n| n["traffic"]["bytes_sent"].as_f64())
+        .sum();
+    let seconds = record["qdl"]["traffic_seconds"]
+        .as_f64()
+        .filter(|s| *s > 0.0)
+        .context("no qdl.traffic_seconds in the run record")?;
+    Ok((bytes, seconds))
+}
+
+/// One Offline run against `node`, measured.
+fn netdiv_run(
+    dir: &Path,
+    benchmark: &str,
+    conf: &Path,
+    transport: Transport,
+    node: &NodeProcess,
+    certs: &Path,
+) -> Result<Moved> {
+    let url = match transport {
+        Transport::Quic => format!("quic://{}", node.quic.context("QUIC address")?),
+        _ => format!("grpc://{}", node.grpc.context("gRPC address")?),
+    };
+    let mut args: Vec<String> = [
+        "--scenario",
+        "Offline",
+        "--benchmark",
+        benchmark,
+        "--no-trace",
+        "--progress",
+        "never",
+        "--user-conf",
+        conf.to_str().context("utf-8 path")?,
+        "--sut-node",
+        &url,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if transport != Transport::Grpc {
+        args.extend([
+            "--dev-tls".to_string(),
+            certs.display().to_string(),
+            // The development certificate names localhost.
+            "--tls-server-name".into(),
+            "localhost".into(),
+        ]);
+    }
+    let node_pid = node.child.id();
+    let node_before = process_cpu(node_pid)?;
+    let run = loadgen(dir, &args, Duration::from_secs(600))?;
+    let node_cpu = process_cpu(node_pid)? - node_before;
+    let (bytes, seconds) = traffic(&run).with_context(|| format!("in {}", dir.display()))?;
+    let loadgen_cpu = run.cpu.context("the LoadGen node's CPU time")?;
+    Ok(Moved {
+        gbit: bytes * 8.0 / seconds / 1e9,
+        gb_per_cpu_s: bytes / 1e9 / (loadgen_cpu + node_cpu).as_secs_f64(),
+    })
+}
+
+/// iperf3's command, installed by the project's setup script if missing.
+fn iperf3() -> Result<PathBuf> {
+    let script = workspace_root().join("tests/setup/iperf3.sh");
+    let output = Command::new("bash")
+        .arg(&script)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("cannot run {}", script.display()))?;
+    if !output.status.success() {
+        bail!("{} failed ({})", script.display(), output.status);
+    }
+    Ok(PathBuf::from(
+        String::from_utf8_lossy(&output.stdout).trim(),
+    ))
+}
+
+/// One iperf3 TCP stream from here to a server in `ns` for `seconds`;
+/// both processes' CPU from their exits.
+fn iperf3_run(iperf3: &Path, ns: &Netns, seconds: u64) -> Result<Moved> {
+    // The namespace is this run's own, so no other program holds a port
+    // there: a fixed one cannot collide.
+    let port = "5201";
+    let mut server = Command::new("ip");
+    server
+        .args(["netns", "exec", &ns.name])
+        .arg(iperf3)
+        .args([
+            "--server",
+            "--one-off",
+            "--bind",
+            &ns.address,
+            "--port",
+            port,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let deadline = Duration::from_secs(seconds + 60);
+    let server = std::thread::spawn(move || run_with_deadline(&mut server, deadline));
+    let mut client = None;
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(100));
+        let output = Command::new(iperf3)
+            .args(["--client", &ns.address, "--port", port, "--json"])
+            .args(["--time", &seconds.to_string()])
+            .output()
+            .context("cannot run iperf3")?;
+        if output.status.success() {
+            client = Some(output);
+            break;
+        }
+    }
+    let server = server
+        .join()
+        .map_err(|_| anyhow::anyhow!("the iperf3 server thread panicked"))??;
+    let client = client.context("iperf3 could not reach its server in 5 s")?;
+    let report: Value = serde_json::from_slice(&client.stdout).context("iperf3 --json")?;
+    let received = &report["end"]["sum_received"];
+    let bytes = received["bytes"]
+        .as_f64()
+        .context("iperf3: no bytes received")?;
+    let secs = received["seconds"].as_f64().context("iperf3: no seconds")?;
+    // The client's own CPU: iperf3 reports it in percent of its wall time.
+    let client_percent = report["end"]["cpu_utilization_percent"]["host_total"]
+        .as_f64()
+        .context("iperf3: no host CPU")?;
+    let client_cpu = client_percent / 100.0 * secs;
+    Ok(Moved {
+        gbit: bytes * 8.0 / secs / 1e9,
+        gb_per_cpu_s: bytes / 1e9 / (client_cpu + server.cpu.as_secs_f64()),
+    })
+}
+
+/// The median of each figure over `runs`.
+fn median_of(runs: &[Moved]) -> Moved {
+    let pick = |f: fn(&Moved) -> f64| median(&runs.iter().map(f).collect::<Vec<_>>());
+    Moved {
+        gbit: pick(|m| m.gbit),
+        gb_per_cpu_s: pick(|m| m.gb_per_cpu_s),
+    }
+}
+
+fn bench(cli: &Cli) -> Result<String> {
+    if !netns::available() {
+        bail!("bytes-per-cpu needs root and `ip netns`");
+    }
+    if cli.repeat == 0 || cli.seconds == 0 {
+        bail!("--repeat and --seconds must be at least 1");
+    }
+    loadgen_node_bin()?;
+    let iperf3 = iperf3()?;
+    let dir = test_dir("bytes-per-cpu")?;
+    let certs = dir.join("certs");
+    sut_node::tls::dev_certificates(&certs, false)?;
+    let ns = Netns::create()?;
+    ns.set_mtu(9000)?;
+
+    let mut rows = String::new();
+    let kernel = median_of(
+        &(0..cli.repeat)
+            .map(|_| iperf3_run(&iperf3, &ns, cli.seconds))
+            .collect::<Result<Vec<_>>>()?,
+    );
+    writeln!(
+        rows,
+        "| iperf3 (TCP, one stream) | - | {:.2} | {:.2} | 1 |",
+        kernel.gbit, kernel.gb_per_cpu_s
+    )?;
+    for samples in &cli.samples {
+        let (benchmark, label) = (samples.benchmark(), samples.label());
+        let node_conf = write_file(
+            &dir,
+            &format!("{benchmark}.toml"),
+            &node_toml(&zero_cost_node(benchmark))?,
+        )?;
+        let node_conf = node_conf.to_str().context("utf-8 path")?;
+        let user = match samples {
+            Samples::Resnet50 => UserConf::new()
+                .set("*.Offline.target_qps", cli.resnet_qps)
+                .set("*.Offline.min_duration", cli.seconds * 1000),
+            Samples::Unet => UserConf::new()
+                .set("*.Offline.target_qps", UNET_SAMPLES)
+                .set("*.Offline.min_duration", 1000),
+        };
+        let conf = write_file(&dir, &format!("{benchmark}.conf"), &user.to_string())?;
+        for &transport in &cli.transports {
+            let (grpc_flags, tls) = match transport {
+                Transport::Grpc => ("grpc", None),
+                Transport::GrpcTls => ("grpc", Some(certs.as_path())),
+                Transport::Quic => ("quic", Some(certs.as_path())),
+            };
+            let node = ns.start_node_tls(
+                "bytes-per-cpu",
+                tls,
+                &["--config", node_conf, "--transport", grpc_flags],
+            )?;
+            let mut runs = Vec::new();
+            for round in 0..cli.repeat {
+                eprintln!(
+                    "bytes-per-cpu: {benchmark}, {transport:?} ({}/{})",
+                    round + 1,
+                    cli.repeat
+                );
+                let run_dir = test_dir(&format!("bytes-per-cpu-{benchmark}-{transport:?}"))?;
+                runs.push(netdiv_run(
+                    &run_dir, benchmark, &conf, transport, &node, &certs,
+                )?);
+            }
+            let moved = median_of(&runs);
+            writeln!(
+                rows,
+                "| {} | {label} | {:.2} | {:.3} | {:.2} |",
+                transport.label(),
+                moved.gbit,
+                moved.gb_per_cpu_s,
+                moved.gb_per_cpu_s / kernel.gb_per_cpu_s
+            )?;
+        }
+    }
+    let mut out = String::new();
+    writeln!(out, "{}", machine_description())?;
+    writeln!(
+        out,
+        "A sut-node in a network namespace behind an unshaped veth pair (MTU 9000), the \
+         synthetic backend at zero cost; Offline; median of {} runs. CPU: both processes \
+         together (the LoadGen node's from its exit, the node's from /proc across the run; \
+         iperf3's client from its own report, its server from its exit).\n",
+        cli.repeat
+    )?;
+    writeln!(
+        out,
+        "| | samples | throughput (Gbit/s) | GB per CPU-second (both ends) | vs iperf3 |"
+    )?;
+    writeln!(out, "|---|---|---|---|---|")?;
+    out.push_str(&rows);
+    Ok(out)
+}
+
+fn main() -> ExitCode {
+    use clap::Parser;
+    let mut cli = Cli::parse();
+    if cli.quick {
+        cli.seconds = 2;
+        cli.repeat = 1;
+        cli.resnet_qps = 1000;
+        cli.samples = vec![Samples::Resnet50];
+    }
+    finish_benchmark("bytes-per-cpu", bench(&cli))
+}
