@@ -331,8 +331,8 @@ fn row_cells(dom: &str, table: &str, first: &str) -> Result<Vec<String>> {
 /// A token model's Server run over two real nodes, one decoding twice as
 /// slowly as the run's TPOT bound allows: the report shows each node's
 /// TTFT and TPOT as the QDL measured them, its share of the output tokens,
-/// and the share of its samples within the bounds: all of the fast node's
-/// within the TPOT bound, none of the slow one's.
+/// and the share of its samples within the bounds: (nearly) all of the
+/// fast node's within the TPOT bound, none of the slow one's.
 #[test]
 fn a_token_run_over_nodes_reports_each_nodes_ttft_tpot_and_slo_attainment() -> Result<()> {
     let dir = test_dir("report-node-tokens")?;
@@ -384,8 +384,11 @@ fn a_token_run_over_nodes_reports_each_nodes_ttft_tpot_and_slo_attainment() -> R
         tpot_ms(&slow)? > 2.0 * tpot_ms(&fast)?,
         "the slow node's TPOT does not show: {fast:?} {slow:?}"
     );
+    // The fast node decodes at a tenth of the bound, yet a neighbour
+    // test's load once pushed one of its 512 samples past it (99.8 %).
+    let within = |cells: &[String]| cells[8].trim_end_matches(" %").parse::<f64>();
     ensure!(
-        fast[8] == "100.0 %",
+        within(&fast)? >= 95.0,
         "fast node within the TPOT bound: {fast:?}"
     );
     ensure!(
