@@ -338,7 +338,7 @@ fn bench(cli: &Cli) -> Result<String> {
         };
         let conf = write_file(&dir, &format!("{benchmark}.conf"), &user.to_string())?;
         for &transport in &cli.transports {
-            let (grpc_flags, tls) = match transport {
+            let (node_transport, tls) = match transport {
                 Transport::Grpc => ("grpc", None),
                 Transport::GrpcTls => ("grpc", Some(certs.as_path())),
                 Transport::Quic => ("quic", Some(certs.as_path())),
@@ -346,7 +346,7 @@ fn bench(cli: &Cli) -> Result<String> {
             let node = ns.start_node_tls(
                 "bytes-per-cpu",
                 tls,
-                &["--config", node_conf, "--transport", grpc_flags],
+                &["--config", node_conf, "--transport", node_transport],
             )?;
             let mut runs = Vec::new();
             for round in 0..cli.repeat {
