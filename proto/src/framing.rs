@@ -41,6 +41,13 @@ pub fn encode<M: Message>(msg: &M) -> Bytes {
     buf.freeze()
 }
 
+/// Encodes one message as a frame, in buffers whose large `bytes` fields
+/// share the message's memory ([`crate::segments`]).
+pub fn encode_buffers<M: Message>(msg: &M) -> Vec<Bytes> {
+    let len = u32::try_from(msg.encoded_len()).expect("frames are smaller than 4 GiB");
+    crate::segments::encode(&len.to_be_bytes(), msg)
+}
+
 /// Splits a byte stream into frames.
 #[derive(Debug)]
 pub struct FrameDecoder {
@@ -133,6 +140,26 @@ mod tests {
             assert_eq!(got, vec![a.clone(), b.clone()]);
             d.finish().unwrap();
         }
+    }
+
+    /// A frame in buffers is the same bytes as a frame in one.
+    #[test]
+    fn buffered_frames_match_whole_ones() {
+        let request = pb::QuicRequest {
+            protocol_version: 2,
+            kind: Some(pb::quic_request::Kind::Query(pb::Query {
+                query_id: 3,
+                samples: vec![pb::Sample {
+                    response_id: 9,
+                    data: Bytes::from(vec![5u8; 20_000]),
+                    ..Default::default()
+                }],
+            })),
+        };
+        let buffers = encode_buffers(&request);
+        assert!(buffers.len() > 1);
+        let joined: Vec<u8> = buffers.iter().flat_map(|b| b.iter().copied()).collect();
+        assert_eq!(joined, encode(&request).to_vec());
     }
 
     #[test]

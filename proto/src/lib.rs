@@ -19,6 +19,7 @@
 //!   netdiv binary shares, apart so that speaking the protocol does not
 //!   pull clap and tracing-subscriber;
 //! * [`sample`]: samples and completions checked at the edge;
+//! * [`segments`]: a message as buffers, its large fields not copied;
 //! * [`transport`]: limits, windows, keep-alives and timeouts.
 
 // Library crates never print: diagnostics are `tracing` events, and the
@@ -33,6 +34,7 @@ pub mod framing;
 #[cfg(feature = "logging")]
 pub mod logging;
 pub mod sample;
+pub mod segments;
 pub mod transport;
 
 /// Generated protobuf types and the gRPC client and server of `netdiv.v1`.

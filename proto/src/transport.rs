@@ -54,6 +54,10 @@ pub fn default_window_bytes(benchmark: &Benchmark) -> u64 {
 pub const HTTP2_STREAM_WINDOW: u32 = 8 << 20;
 /// HTTP/2 flow-control window of a gRPC connection, bytes.
 pub const HTTP2_CONNECTION_WINDOW: u32 = 32 << 20;
+/// Largest HTTP/2 frame either end accepts, bytes. Each DATA frame costs
+/// the receiver a decode, a buffer and a wake-up: at HTTP/2's 16 KiB
+/// default, a 150 KB sample is ten of them.
+pub const HTTP2_MAX_FRAME_SIZE: u32 = 256 << 10;
 /// How often the QDL pings an idle gRPC connection, so a node that
 /// vanished without closing its socket (power, cable) is noticed.
 pub const HTTP2_KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(1);
@@ -71,9 +75,15 @@ pub const QUIC_CONNECTION_WINDOW: u32 = 128 << 20;
 /// over time; a benchmark fabric is a data-centre LAN, where a start like
 /// TCP's on loopback costs nothing. Loss still shrinks it (Cubic).
 pub const QUIC_INITIAL_CONGESTION_WINDOW: u64 = 1 << 20;
-/// Largest UDP payload MTU discovery may try: a 9000-byte jumbo frame less
-/// IPv6 and UDP headers. Discovery probes, so smaller paths are safe.
-pub const QUIC_MTU_UPPER_BOUND: u16 = 8952;
+/// Largest UDP payload MTU discovery may try (and each end accepts).
+/// Discovery probes, so smaller paths are safe. Not a whole 9000-byte
+/// jumbo frame: quinn hands the kernel up to [`QUIC_GSO_DATAGRAMS`]
+/// datagrams in one segmentation-offload send, and the kernel refuses a
+/// send over 64 KiB (IPv4: 65,507 bytes of UDP payload), which QUIC would
+/// see as loss and answer by falling back to its 1,200-byte minimum.
+pub const QUIC_MTU_UPPER_BOUND: u16 = 6500;
+/// Datagrams quinn puts in one send at most (its `MAX_TRANSMIT_SEGMENTS`).
+pub const QUIC_GSO_DATAGRAMS: usize = 10;
 /// How often the QDL's QUIC connection sends a keep-alive.
 pub const QUIC_KEEP_ALIVE_INTERVAL: Duration = Duration::from_millis(500);
 /// A QUIC connection silent this long is lost (QDL side).
@@ -145,12 +155,15 @@ pub fn quic_endpoint(
 ) -> std::io::Result<quinn::Endpoint> {
     let runtime = quinn::default_runtime()
         .ok_or_else(|| std::io::Error::other("QUIC needs a tokio runtime"))?;
-    quinn::Endpoint::new(
-        quinn::EndpointConfig::default(),
-        server,
-        quic_socket(addr)?,
-        runtime,
-    )
+    let mut config = quinn::EndpointConfig::default();
+    // The largest datagram this end accepts, announced to the peer. MTU
+    // discovery never goes above it: at quinn's default (1472) a jumbo
+    // frame fabric carried six times the packets it needs, and each
+    // packet is a seal, an open and a header to build and parse.
+    config
+        .max_udp_payload_size(QUIC_MTU_UPPER_BOUND)
+        .map_err(std::io::Error::other)?;
+    quinn::Endpoint::new(config, server, quic_socket(addr)?, runtime)
 }
 
 /// A UDP socket bound to `addr` with [`QUIC_SOCKET_BUFFER_BYTES`] buffers.
@@ -197,6 +210,9 @@ fn quic_transport(client: bool) -> quinn::TransportConfig {
 const _: () = assert!(HTTP2_STREAM_WINDOW <= HTTP2_CONNECTION_WINDOW);
 const _: () = assert!(QUIC_STREAM_WINDOW <= QUIC_CONNECTION_WINDOW);
 const _: () = assert!(DEFAULT_MAX_SAMPLE_BYTES <= MAX_MESSAGE_BYTES as u64);
+// One segmentation-offload send of full datagrams stays within what the
+// kernel accepts in one IPv4 UDP send.
+const _: () = assert!(QUIC_MTU_UPPER_BOUND as usize * QUIC_GSO_DATAGRAMS <= 65_507);
 // A closing QUIC server's grace and wait end before the node gives up on it.
 const _: () = assert!(
     QUIC_DELIVERY_GRACE.as_secs() + QUIC_CLOSE_WAIT.as_secs() < NODE_SERVER_CLOSE_TIMEOUT.as_secs()

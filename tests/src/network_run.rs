@@ -101,6 +101,8 @@ pub struct LoadgenRun {
     /// CPU time the process used (user and system), where it was
     /// measured.
     pub cpu: Option<Duration>,
+    /// Its peak resident memory in bytes, where it was measured.
+    pub max_rss_bytes: Option<u64>,
 }
 
 impl LoadgenRun {
@@ -219,6 +221,7 @@ fn run_loadgen(
         stderr: fs::read_to_string(&stderr_path)?,
         wall: exited.wall,
         cpu: Some(exited.cpu),
+        max_rss_bytes: Some(exited.max_rss_bytes),
     })
 }
 

@@ -359,6 +359,7 @@ pub fn soak(options: &SoakOptions, dir: &Path) -> Result<SoakReport> {
         stderr: std::fs::read_to_string(dir.join("loadgen.stderr"))?,
         wall: start.elapsed(),
         cpu: None,
+        max_rss_bytes: None,
     };
     run.expect_valid()?;
     check_exactly_once(&run, &dir.join("issued.txt"))?;

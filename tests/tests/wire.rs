@@ -51,7 +51,9 @@ fn link_rate_smoke_fills_a_shaped_gigabit_link() -> Result<()> {
 /// `bytes-per-cpu --quick`: iperf3 and each transport (gRPC plain and
 /// with TLS, QUIC) move ResNet-50 samples over an unshaped veth into a
 /// namespace, and every row of the table has its throughput and its bytes
-/// per CPU-second (the figures themselves are the benchmark's business).
+/// per CPU-second, and QUIC's its datagram size and datagrams per send;
+/// 4-byte samples fill the small-query table (samples/s, CPU-µs each).
+/// The figures themselves are the benchmark's business.
 #[test]
 fn bytes_per_cpu_smoke_fills_its_table() -> Result<()> {
     if !netns::available() {
@@ -72,6 +74,28 @@ fn bytes_per_cpu_smoke_fills_its_table() -> Result<()> {
         for cell in &cells[3..5] {
             let value: f64 = cell.parse()?;
             ensure!(value > 0.0, "{label}: {cell:?}\n{stdout}");
+        }
+        // QUIC's row says what its datagrams were (from the QDL's log).
+        let quic = label.contains("QUIC");
+        ensure!(
+            cells[6].contains(" per send (GSO ") == quic,
+            "{label}: datagrams {:?}\n{stdout}",
+            cells[6]
+        );
+        if label.starts_with("iperf3") {
+            continue;
+        }
+        // Each transport's row of the small-query table: samples/s and
+        // CPU-µs per sample.
+        let small = stdout
+            .lines()
+            .filter(|l| l.starts_with(&format!("| {label} |")))
+            .nth(1)
+            .ok_or_else(|| anyhow::anyhow!("no small-query row {label:?} in:\n{stdout}"))?;
+        let cells: Vec<&str> = small.split('|').map(str::trim).collect();
+        for cell in &cells[2..4] {
+            let value: f64 = cell.parse()?;
+            ensure!(value > 0.0, "{label} small queries: {cell:?}\n{stdout}");
         }
     }
     Ok(())

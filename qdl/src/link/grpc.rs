@@ -1,26 +1,37 @@
 //! The gRPC link: one HTTP/2 connection per node, Name and Info as unary
 //! calls, and all queries on one long-lived bidirectional `Infer` stream.
+//! Queries go out as buffers ([`super::query_body`]): the request side of
+//! `Infer` is written here rather than by tonic's generated client, whose
+//! encoder copies every sample into one buffer first.
 
 use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
 use netdiv_proto::pb::{self, sut_node_client::SutNodeClient};
 use netdiv_proto::transport::{
     HTTP2_CONNECTION_WINDOW, HTTP2_KEEP_ALIVE_INTERVAL, HTTP2_KEEP_ALIVE_TIMEOUT,
-    HTTP2_STREAM_WINDOW, RPC_TIMEOUT,
+    HTTP2_MAX_FRAME_SIZE, HTTP2_STREAM_WINDOW, RPC_TIMEOUT,
 };
 use tokio::sync::mpsc::{self, UnboundedSender};
-use tokio_stream::wrappers::UnboundedReceiverStream;
+use tonic::codec::Streaming;
 use tonic::transport::{Channel, Endpoint};
+use tower::ServiceExt;
 
+use super::query_body::QueryBody;
 use super::{Call, LinkError, LinkEvents};
 use crate::node_url::NodeUrl;
 use crate::tls::ClientTls;
 
+/// The Infer method's path.
+const INFER_PATH: &str = "/netdiv.v1.SutNode/Infer";
+
 pub(crate) struct GrpcLink {
     client: SutNodeClient<Channel>,
-    /// The Infer stream's sending half; `None` before start and after
-    /// close.
-    queries: Mutex<Option<UnboundedSender<pb::Query>>>,
+    channel: Channel,
+    max_message: usize,
+    /// The Infer stream's sending half (queries encoded as gRPC messages);
+    /// `None` before start and after close.
+    queries: Mutex<Option<UnboundedSender<Vec<Bytes>>>>,
     reader: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -54,6 +65,7 @@ impl GrpcLink {
             .connect_timeout(RPC_TIMEOUT)
             .initial_stream_window_size(HTTP2_STREAM_WINDOW)
             .initial_connection_window_size(HTTP2_CONNECTION_WINDOW)
+            .max_frame_size(HTTP2_MAX_FRAME_SIZE)
             // A node that vanishes without closing its socket (power, cable)
             // is noticed within seconds, and its samples re-sent.
             .http2_keep_alive_interval(HTTP2_KEEP_ALIVE_INTERVAL)
@@ -66,9 +78,11 @@ impl GrpcLink {
         }
         let channel = endpoint.connect().await.map_err(LinkError::GrpcConnect)?;
         Ok(GrpcLink {
-            client: SutNodeClient::new(channel)
+            client: SutNodeClient::new(channel.clone())
                 .max_decoding_message_size(max_message)
                 .max_encoding_message_size(max_message),
+            channel,
+            max_message,
             queries: Mutex::new(None),
             reader: Mutex::new(None),
         })
@@ -99,13 +113,7 @@ impl GrpcLink {
 
     pub async fn start(&self, node: usize, events: Arc<dyn LinkEvents>) -> Result<(), LinkError> {
         let (tx, rx) = mpsc::unbounded_channel();
-        let response = self
-            .client
-            .clone()
-            .infer(versioned(UnboundedReceiverStream::new(rx)))
-            .await
-            .map_err(status(Call::Infer))?;
-        let mut completions = response.into_inner();
+        let mut completions = self.open_infer(rx).await?;
         let reader = tokio::spawn(async move {
             loop {
                 match completions.message().await {
@@ -146,10 +154,56 @@ impl GrpcLink {
     }
 
     pub fn send(&self, query: pb::Query) {
+        let message = netdiv_proto::segments::encode_grpc(&query);
         // A closed stream is reported by the reader task; the pool then
         // takes these samples back.
         if let Some(tx) = &*self.queries.lock().unwrap_or_else(|e| e.into_inner()) {
-            let _ = tx.send(query);
+            let _ = tx.send(message);
         }
+    }
+
+    /// Opens the Infer stream with `queries` as its request body, and
+    /// returns its completions: what tonic's generated `infer` does, with
+    /// the request body ours.
+    async fn open_infer(
+        &self,
+        queries: mpsc::UnboundedReceiver<Vec<Bytes>>,
+    ) -> Result<Streaming<pb::CompletionBatch>, LinkError> {
+        let failed = |status| LinkError::Status {
+            call: Call::Infer,
+            status,
+        };
+        let request = http::Request::builder()
+            .method(http::Method::POST)
+            .uri(INFER_PATH)
+            .version(http::Version::HTTP_2)
+            .header(http::header::TE, "trailers")
+            .header(http::header::CONTENT_TYPE, "application/grpc")
+            .header(
+                netdiv_proto::VERSION_HEADER,
+                netdiv_proto::PROTOCOL_VERSION.to_string(),
+            )
+            .body(tonic::body::Body::new(QueryBody::new(queries)))
+            .expect("a fixed path and headers are valid");
+        let response = self
+            .channel
+            .clone()
+            .oneshot(request)
+            .await
+            .map_err(|e| failed(tonic::Status::from_error(e.into())))?;
+        // A node that refuses at once answers with headers only.
+        if let Some(status) = tonic::Status::from_header_map(response.headers()) {
+            if status.code() != tonic::Code::Ok {
+                return Err(failed(status));
+            }
+        }
+        let status_code = response.status();
+        Ok(Streaming::new_response(
+            tonic_prost::ProstDecoder::<pb::CompletionBatch>::default(),
+            response.into_body(),
+            status_code,
+            None,
+            Some(self.max_message),
+        ))
     }
 }

@@ -4,6 +4,7 @@
 
 mod error;
 mod grpc;
+mod query_body;
 mod quic;
 
 use std::future::Future;

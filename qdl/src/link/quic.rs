@@ -46,7 +46,7 @@ struct Lanes {
 /// One long-lived query stream.
 struct Lane {
     /// Encoded frames for the stream's writer; `None` once closing.
-    frames: Mutex<Option<UnboundedSender<Bytes>>>,
+    frames: Mutex<Option<UnboundedSender<Vec<Bytes>>>>,
     state: Mutex<LaneState>,
 }
 
@@ -239,6 +239,19 @@ impl QuicLink {
                 let _ = reader.await;
             }
         }
+        let stats = self.conn.stats();
+        // What the path carried: the datagram size MTU discovery reached,
+        // and datagrams per send call (above 1 when segmentation offload
+        // batches them).
+        tracing::info!(
+            mtu = stats.path.current_mtu,
+            datagrams_sent = stats.udp_tx.datagrams,
+            send_calls = stats.udp_tx.ios,
+            datagrams_received = stats.udp_rx.datagrams,
+            receive_calls = stats.udp_rx.ios,
+            lost_packets = stats.path.lost_packets,
+            "QUIC link closed"
+        );
         self.conn.close(0u32.into(), b"done");
     }
 
@@ -250,7 +263,7 @@ impl QuicLink {
             return;
         };
         let ids: Vec<u64> = query.samples.iter().map(|s| s.response_id).collect();
-        let frame = framing::encode(&pb::QuicRequest {
+        let frame = framing::encode_buffers(&pb::QuicRequest {
             protocol_version: netdiv_proto::PROTOCOL_VERSION,
             kind: Some(quic_request::Kind::Query(query)),
         });
@@ -275,16 +288,17 @@ impl QuicLink {
 /// Most frames gathered into one write.
 const FRAMES_PER_WRITE: usize = 64;
 
-/// Writes queued frames to a query stream, as many at once as are ready,
-/// and finishes it when the link closes. A failed write ends the writer;
-/// the stream's reader sees the failure and reports it.
-async fn write_frames(mut send: quinn::SendStream, mut frames: UnboundedReceiver<Bytes>) {
-    let mut batch = Vec::with_capacity(FRAMES_PER_WRITE);
+/// Writes queued frames (each as its buffers) to a query stream, as many
+/// at once as are ready, and finishes it when the link closes. A failed
+/// write ends the writer; the stream's reader sees the failure and reports
+/// it.
+async fn write_frames(mut send: quinn::SendStream, mut frames: UnboundedReceiver<Vec<Bytes>>) {
+    let mut batch = Vec::new();
     while let Some(frame) = frames.recv().await {
-        batch.push(frame);
-        while batch.len() < FRAMES_PER_WRITE {
+        batch.extend(frame);
+        for _ in 1..FRAMES_PER_WRITE {
             match frames.try_recv() {
-                Ok(frame) => batch.push(frame),
+                Ok(frame) => batch.extend(frame),
                 Err(_) => break,
             }
         }

@@ -478,6 +478,12 @@ impl SampleStore {
         for (index, sample) in ready {
             slots[index] = Some(sample);
         }
+        // What the QSL holds now: the floor of the LoadGen node's memory.
+        let (samples, bytes) = slots
+            .iter()
+            .flatten()
+            .fold((0usize, 0usize), |(n, b), s| (n + 1, b + s.data.len()));
+        tracing::debug!(samples, bytes, "samples loaded");
         Ok(())
     }
 

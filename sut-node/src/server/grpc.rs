@@ -8,7 +8,9 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use futures::Stream;
 use netdiv_proto::pb::sut_node_server::SutNodeServer;
-use netdiv_proto::transport::{message_limit, HTTP2_CONNECTION_WINDOW, HTTP2_STREAM_WINDOW};
+use netdiv_proto::transport::{
+    message_limit, HTTP2_CONNECTION_WINDOW, HTTP2_MAX_FRAME_SIZE, HTTP2_STREAM_WINDOW,
+};
 use netdiv_proto::{pb, VERSION_HEADER};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -55,6 +57,7 @@ pub async fn start(
     let mut builder = tonic::transport::Server::builder()
         .initial_stream_window_size(Some(HTTP2_STREAM_WINDOW))
         .initial_connection_window_size(Some(HTTP2_CONNECTION_WINDOW))
+        .max_frame_size(Some(HTTP2_MAX_FRAME_SIZE))
         // Streams a client may open on one connection: HTTP/2 refuses more.
         .max_concurrent_streams(Some(limits.max_streams_per_connection))
         // A client that vanished without closing is noticed, and its

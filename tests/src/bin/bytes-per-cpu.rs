@@ -7,7 +7,11 @@
 //! QUIC (always TLS 1.3). For each it prints the sample bytes moved per
 //! second and per CPU-second of both processes together (the LoadGen
 //! node's from its exit, the node's from `/proc` across the run), beside
-//! iperf3 (TCP, one stream) over the same link in the same run.
+//! iperf3 (TCP, one stream) over the same link in the same run, with
+//! QUIC's datagram size and datagrams per send (segmentation offload) and
+//! the LoadGen node's peak memory against the samples its QSL held. A
+//! second table gives 4-byte samples (`--benchmark null`): samples/s and
+//! CPU-µs per sample of both ends, per transport.
 //!
 //! Needs root (`ip netns`) and iperf3 (`tests/setup/iperf3.sh` installs
 //! Debian's package). Usage: `cargo run --release -p netdiv-tests --bin
@@ -57,9 +61,13 @@ struct Cli {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "resnet50,unet"
+        default_value = "resnet50,unet,small"
     )]
     samples: Vec<Samples>,
+    /// Small-query runs: Offline target_qps (its samples take each
+    /// transport a few seconds).
+    #[arg(long, default_value_t = 1_000_000)]
+    small_qps: u64,
     /// The smoke run: ResNet-50 sizes only, 2 s runs at 1000 samples/s,
     /// one repeat.
     #[arg(long)]
@@ -76,6 +84,95 @@ struct Moved {
     gbit: f64,
     /// Bytes moved per CPU-second of both ends, in GB.
     gb_per_cpu_s: f64,
+    /// QUIC only: what its link reported at close.
+    datagrams: Option<Datagrams>,
+    /// netdiv only: the LoadGen node's peak resident memory over the
+    /// bytes of samples its QSL held.
+    memory: Option<Memory>,
+    /// netdiv only: samples completed per second.
+    samples_per_s: f64,
+    /// netdiv only: CPU time of both ends per sample, in µs.
+    cpu_us_per_sample: f64,
+}
+
+/// The LoadGen node's memory against the samples it had to hold.
+#[derive(Clone, Copy, Debug)]
+struct Memory {
+    peak_rss: u64,
+    /// `None` from a LoadGen node that does not log what it loaded.
+    loaded_set: Option<u64>,
+}
+
+impl Memory {
+    /// From the run's peak RSS and its QSL's "samples loaded" log lines.
+    fn of(run: &LoadgenRun) -> Option<Memory> {
+        let loaded_set = run
+            .stderr
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["message"] == "samples loaded")
+            .filter_map(|v| v["bytes"].as_u64())
+            .max();
+        Some(Memory {
+            peak_rss: run.max_rss_bytes?,
+            loaded_set,
+        })
+    }
+
+    fn describe(memory: Option<Memory>) -> String {
+        let gb = |b: u64| b as f64 / 1e9;
+        match memory {
+            Some(Memory {
+                peak_rss,
+                loaded_set: Some(loaded),
+            }) => format!(
+                "{:.2} / {:.2} ({:.2})",
+                gb(peak_rss),
+                gb(loaded),
+                peak_rss as f64 / loaded.max(1) as f64
+            ),
+            Some(m) => format!("{:.2} / -", gb(m.peak_rss)),
+            None => "-".into(),
+        }
+    }
+}
+
+/// The UDP side of a QUIC run, from the QDL's "QUIC link closed" log.
+#[derive(Clone, Copy, Debug)]
+struct Datagrams {
+    /// The datagram size path-MTU discovery reached, in bytes.
+    mtu: u64,
+    /// Datagrams per send call: above 1 when segmentation offload (GSO)
+    /// batched them.
+    per_send: f64,
+}
+
+impl Datagrams {
+    /// Read from the LoadGen node's log lines (JSON on stderr).
+    fn from_log(stderr: &str) -> Option<Datagrams> {
+        let line = stderr
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| v["message"] == "QUIC link closed")?;
+        let sent = line["datagrams_sent"].as_f64()?;
+        let calls = line["send_calls"].as_f64().filter(|c| *c > 0.0)?;
+        Some(Datagrams {
+            mtu: line["mtu"].as_u64()?,
+            per_send: sent / calls,
+        })
+    }
+
+    fn describe(datagrams: Option<Datagrams>) -> String {
+        match datagrams {
+            Some(d) => format!(
+                "{} B, {:.1} per send (GSO {})",
+                d.mtu,
+                d.per_send,
+                if d.per_send > 1.0 { "on" } else { "off" }
+            ),
+            None => "-".into(),
+        }
+    }
 }
 
 /// The samples of a run.
@@ -85,6 +182,9 @@ enum Samples {
     Resnet50,
     /// 3D-UNet's KiTS19 volumes at their real sizes.
     Unet,
+    /// 4-byte samples (`--benchmark null`): what a query costs apart
+    /// from its bytes.
+    Small,
 }
 
 impl Samples {
@@ -92,6 +192,7 @@ impl Samples {
         match self {
             Samples::Resnet50 => "resnet50",
             Samples::Unet => "3d-unet-99",
+            Samples::Small => "null",
         }
     }
 
@@ -99,6 +200,7 @@ impl Samples {
         match self {
             Samples::Resnet50 => "ResNet-50 (150,528 B)",
             Samples::Unet => "3D-UNet (KiTS19 sizes, 132 MB mean)",
+            Samples::Small => "4 B (null)",
         }
     }
 }
@@ -141,8 +243,9 @@ fn process_cpu(pid: u32) -> Result<Duration> {
     Ok(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
 }
 
-/// The sample bytes one run put on the wire, and over how many seconds.
-fn traffic(run: &LoadgenRun) -> Result<(f64, f64)> {
+/// The sample bytes one run put on the wire, over how many seconds, and
+/// how many samples completed.
+fn traffic(run: &LoadgenRun) -> Result<(f64, f64, f64)> {
     run.expect_success()?;
     let path = run.logs.join("netdiv_run.json");
     let record: Value = serde_json::from_str(
@@ -159,7 +262,11 @@ fn traffic(run: &LoadgenRun) -> Result<(f64, f64)> {
         .as_f64()
         .filter(|s| *s > 0.0)
         .context("no qdl.traffic_seconds in the run record")?;
-    Ok((bytes, seconds))
+    let completed = record["qdl"]["completed"]
+        .as_f64()
+        .filter(|n| *n > 0.0)
+        .context("no qdl.completed in the run record")?;
+    Ok((bytes, seconds, completed))
 }
 
 /// One Offline run against `node`, measured.
@@ -187,6 +294,9 @@ fn netdiv_run(
         conf.to_str().context("utf-8 path")?,
         "--sut-node",
         &url,
+        // The QSL's "samples loaded" lines: the memory column's floor.
+        "--log-level",
+        "info,qdl::samples=debug",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -204,11 +314,16 @@ fn netdiv_run(
     let node_before = process_cpu(node_pid)?;
     let run = loadgen(dir, &args, Duration::from_secs(600))?;
     let node_cpu = process_cpu(node_pid)? - node_before;
-    let (bytes, seconds) = traffic(&run).with_context(|| format!("in {}", dir.display()))?;
+    let (bytes, seconds, completed) =
+        traffic(&run).with_context(|| format!("in {}", dir.display()))?;
     let loadgen_cpu = run.cpu.context("the LoadGen node's CPU time")?;
     Ok(Moved {
         gbit: bytes * 8.0 / seconds / 1e9,
         gb_per_cpu_s: bytes / 1e9 / (loadgen_cpu + node_cpu).as_secs_f64(),
+        datagrams: Datagrams::from_log(&run.stderr),
+        memory: Memory::of(&run),
+        samples_per_s: completed / seconds,
+        cpu_us_per_sample: (loadgen_cpu + node_cpu).as_secs_f64() * 1e6 / completed,
     })
 }
 
@@ -282,6 +397,10 @@ fn iperf3_run(iperf3: &Path, ns: &Netns, seconds: u64) -> Result<Moved> {
     Ok(Moved {
         gbit: bytes * 8.0 / secs / 1e9,
         gb_per_cpu_s: bytes / 1e9 / (client_cpu + server.cpu.as_secs_f64()),
+        datagrams: None,
+        memory: None,
+        samples_per_s: 0.0,
+        cpu_us_per_sample: 0.0,
     })
 }
 
@@ -291,6 +410,13 @@ fn median_of(runs: &[Moved]) -> Moved {
     Moved {
         gbit: pick(|m| m.gbit),
         gb_per_cpu_s: pick(|m| m.gb_per_cpu_s),
+        datagrams: runs.iter().find_map(|m| m.datagrams),
+        memory: runs
+            .iter()
+            .filter_map(|m| m.memory)
+            .max_by_key(|m| m.peak_rss),
+        samples_per_s: pick(|m| m.samples_per_s),
+        cpu_us_per_sample: pick(|m| m.cpu_us_per_sample),
     }
 }
 
@@ -309,66 +435,27 @@ fn bench(cli: &Cli) -> Result<String> {
     let ns = Netns::create()?;
     ns.set_mtu(9000)?;
 
-    let mut rows = String::new();
     let kernel = median_of(
         &(0..cli.repeat)
             .map(|_| iperf3_run(&iperf3, &ns, cli.seconds))
             .collect::<Result<Vec<_>>>()?,
     );
-    writeln!(
-        rows,
-        "| iperf3 (TCP, one stream) | - | {:.2} | {:.2} | 1 |",
-        kernel.gbit, kernel.gb_per_cpu_s
-    )?;
-    for samples in &cli.samples {
-        let (benchmark, label) = (samples.benchmark(), samples.label());
+    let mut measured = Vec::new();
+    for &samples in &cli.samples {
+        let benchmark = samples.benchmark();
         let node_conf = write_file(
             &dir,
             &format!("{benchmark}.toml"),
             &node_toml(&zero_cost_node(benchmark))?,
         )?;
-        let node_conf = node_conf.to_str().context("utf-8 path")?;
-        let user = match samples {
-            Samples::Resnet50 => UserConf::new()
-                .set("*.Offline.target_qps", cli.resnet_qps)
-                .set("*.Offline.min_duration", cli.seconds * 1000),
-            Samples::Unet => UserConf::new()
-                .set("*.Offline.target_qps", UNET_SAMPLES)
-                .set("*.Offline.min_duration", 1000),
-        };
-        let conf = write_file(&dir, &format!("{benchmark}.conf"), &user.to_string())?;
+        let conf = write_file(
+            &dir,
+            &format!("{benchmark}.conf"),
+            &user_conf(cli, samples).to_string(),
+        )?;
         for &transport in &cli.transports {
-            let (node_transport, tls) = match transport {
-                Transport::Grpc => ("grpc", None),
-                Transport::GrpcTls => ("grpc", Some(certs.as_path())),
-                Transport::Quic => ("quic", Some(certs.as_path())),
-            };
-            let node = ns.start_node_tls(
-                "bytes-per-cpu",
-                tls,
-                &["--config", node_conf, "--transport", node_transport],
-            )?;
-            let mut runs = Vec::new();
-            for round in 0..cli.repeat {
-                eprintln!(
-                    "bytes-per-cpu: {benchmark}, {transport:?} ({}/{})",
-                    round + 1,
-                    cli.repeat
-                );
-                let run_dir = test_dir(&format!("bytes-per-cpu-{benchmark}-{transport:?}"))?;
-                runs.push(netdiv_run(
-                    &run_dir, benchmark, &conf, transport, &node, &certs,
-                )?);
-            }
-            let moved = median_of(&runs);
-            writeln!(
-                rows,
-                "| {} | {label} | {:.2} | {:.3} | {:.2} |",
-                transport.label(),
-                moved.gbit,
-                moved.gb_per_cpu_s,
-                moved.gb_per_cpu_s / kernel.gb_per_cpu_s
-            )?;
+            let moved = measure(cli, &ns, &certs, samples, transport, &node_conf, &conf)?;
+            measured.push((samples, transport, moved));
         }
     }
     let mut out = String::new();
@@ -381,12 +468,127 @@ fn bench(cli: &Cli) -> Result<String> {
          iperf3's client from its own report, its server from its exit).\n",
         cli.repeat
     )?;
+    out.push_str(&bytes_table(&kernel, &measured)?);
+    if measured.iter().any(|(s, _, _)| *s == Samples::Small) {
+        out.push('\n');
+        out.push_str(&small_table(&measured)?);
+    }
+    Ok(out)
+}
+
+/// The Offline settings of a run of `samples`.
+fn user_conf(cli: &Cli, samples: Samples) -> UserConf {
+    let (qps, ms) = match samples {
+        Samples::Resnet50 => (cli.resnet_qps, cli.seconds * 1000),
+        Samples::Unet => (UNET_SAMPLES, 1000),
+        Samples::Small => (cli.small_qps, cli.seconds * 1000),
+    };
+    UserConf::new()
+        .set("*.Offline.target_qps", qps)
+        .set("*.Offline.min_duration", ms)
+}
+
+/// `--repeat` runs of `samples` over `transport` against one node, and
+/// their medians.
+fn measure(
+    cli: &Cli,
+    ns: &Netns,
+    certs: &Path,
+    samples: Samples,
+    transport: Transport,
+    node_conf: &Path,
+    conf: &Path,
+) -> Result<Moved> {
+    let benchmark = samples.benchmark();
+    let node_transport = if transport == Transport::Quic {
+        "quic"
+    } else {
+        "grpc"
+    };
+    let tls = (transport != Transport::Grpc).then_some(certs);
+    let node_conf = node_conf.to_str().context("utf-8 path")?;
+    let node = ns.start_node_tls(
+        "bytes-per-cpu",
+        tls,
+        &["--config", node_conf, "--transport", node_transport],
+    )?;
+    let mut runs = Vec::new();
+    for round in 0..cli.repeat {
+        eprintln!(
+            "bytes-per-cpu: {benchmark}, {transport:?} ({}/{})",
+            round + 1,
+            cli.repeat
+        );
+        let run_dir = test_dir(&format!("bytes-per-cpu-{benchmark}-{transport:?}"))?;
+        runs.push(netdiv_run(
+            &run_dir, benchmark, conf, transport, &node, certs,
+        )?);
+    }
+    Ok(median_of(&runs))
+}
+
+/// The table of bytes per CPU-second: iperf3, then every run of samples
+/// with bytes enough to count.
+fn bytes_table(kernel: &Moved, measured: &[(Samples, Transport, Moved)]) -> Result<String> {
+    let mut out = String::new();
     writeln!(
         out,
-        "| | samples | throughput (Gbit/s) | GB per CPU-second (both ends) | vs iperf3 |"
+        "| | samples | throughput (Gbit/s) | GB per CPU-second (both ends) | vs iperf3 | QUIC datagrams | LoadGen peak RSS / loaded set (GB) |"
     )?;
-    writeln!(out, "|---|---|---|---|---|")?;
-    out.push_str(&rows);
+    writeln!(out, "|---|---|---|---|---|---|---|")?;
+    writeln!(
+        out,
+        "| iperf3 (TCP, one stream) | - | {:.2} | {:.2} | 1 | - | - |",
+        kernel.gbit, kernel.gb_per_cpu_s
+    )?;
+    for (samples, transport, moved) in measured {
+        if *samples == Samples::Small {
+            continue;
+        }
+        writeln!(
+            out,
+            "| {} | {} | {:.2} | {:.3} | {:.2} | {} | {} |",
+            transport.label(),
+            samples.label(),
+            moved.gbit,
+            moved.gb_per_cpu_s,
+            moved.gb_per_cpu_s / kernel.gb_per_cpu_s,
+            Datagrams::describe(moved.datagrams),
+            Memory::describe(moved.memory)
+        )?;
+    }
+    Ok(out)
+}
+
+/// The table of small queries: what a sample costs apart from its bytes,
+/// each transport against gRPC in plain text.
+fn small_table(measured: &[(Samples, Transport, Moved)]) -> Result<String> {
+    let small: Vec<_> = measured
+        .iter()
+        .filter(|(s, _, _)| *s == Samples::Small)
+        .collect();
+    let grpc = small
+        .iter()
+        .find(|(_, t, _)| *t == Transport::Grpc)
+        .map(|(_, _, m)| m.cpu_us_per_sample);
+    let mut out = String::new();
+    writeln!(
+        out,
+        "| 4-byte samples, Offline | samples/s | CPU-µs per sample (both ends) | vs gRPC (plain) |"
+    )?;
+    writeln!(out, "|---|---|---|---|")?;
+    for (_, transport, moved) in small {
+        let ratio = grpc.map_or("-".to_string(), |g| {
+            format!("{:.2}", moved.cpu_us_per_sample / g)
+        });
+        writeln!(
+            out,
+            "| {} | {:.0} | {:.2} | {ratio} |",
+            transport.label(),
+            moved.samples_per_s,
+            moved.cpu_us_per_sample
+        )?;
+    }
     Ok(out)
 }
 
@@ -397,7 +599,8 @@ fn main() -> ExitCode {
         cli.seconds = 2;
         cli.repeat = 1;
         cli.resnet_qps = 1000;
-        cli.samples = vec![Samples::Resnet50];
+        cli.small_qps = 20_000;
+        cli.samples = vec![Samples::Resnet50, Samples::Small];
     }
     finish_benchmark("bytes-per-cpu", bench(&cli))
 }
