@@ -6,7 +6,6 @@
 
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
 use netdiv_proto::pb::{self, sut_node_client::SutNodeClient};
 use netdiv_proto::transport::{
     HTTP2_CONNECTION_WINDOW, HTTP2_KEEP_ALIVE_INTERVAL, HTTP2_KEEP_ALIVE_TIMEOUT,
@@ -29,9 +28,9 @@ pub(crate) struct GrpcLink {
     client: SutNodeClient<Channel>,
     channel: Channel,
     max_message: usize,
-    /// The Infer stream's sending half (queries encoded as gRPC messages);
-    /// `None` before start and after close.
-    queries: Mutex<Option<UnboundedSender<Vec<Bytes>>>>,
+    /// The Infer stream's sending half; `None` before start and after
+    /// close.
+    queries: Mutex<Option<UnboundedSender<pb::Query>>>,
     reader: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -154,11 +153,10 @@ impl GrpcLink {
     }
 
     pub fn send(&self, query: pb::Query) {
-        let message = netdiv_proto::segments::encode_grpc(&query);
         // A closed stream is reported by the reader task; the pool then
         // takes these samples back.
         if let Some(tx) = &*self.queries.lock().unwrap_or_else(|e| e.into_inner()) {
-            let _ = tx.send(message);
+            let _ = tx.send(query);
         }
     }
 
@@ -167,7 +165,7 @@ impl GrpcLink {
     /// the request body ours.
     async fn open_infer(
         &self,
-        queries: mpsc::UnboundedReceiver<Vec<Bytes>>,
+        queries: mpsc::UnboundedReceiver<pb::Query>,
     ) -> Result<Streaming<pb::CompletionBatch>, LinkError> {
         let failed = |status| LinkError::Status {
             call: Call::Infer,
