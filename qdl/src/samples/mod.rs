@@ -479,11 +479,13 @@ impl SampleStore {
             slots[index] = Some(sample);
         }
         // What the QSL holds now: the floor of the LoadGen node's memory.
-        let (samples, bytes) = slots
-            .iter()
-            .flatten()
-            .fold((0usize, 0usize), |(n, b), s| (n + 1, b + s.data.len()));
-        tracing::debug!(samples, bytes, "samples loaded");
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            let (samples, bytes) = slots
+                .iter()
+                .flatten()
+                .fold((0usize, 0usize), |(n, b), s| (n + 1, b + s.data.len()));
+            tracing::debug!(samples, bytes, "samples loaded");
+        }
         Ok(())
     }
 
