@@ -159,7 +159,10 @@ pub fn quic_endpoint(
     // The largest datagram this end accepts, announced to the peer. MTU
     // discovery never goes above it: at quinn's default (1472) a jumbo
     // frame fabric carried six times the packets it needs, and each
-    // packet is a seal, an open and a header to build and parse.
+    // packet is a seal, an open and a header to build and parse. quinn
+    // sizes the endpoint's receive buffer from it (x 64 GRO segments x 32
+    // datagrams: 13 MB, zeroed lazily, so resident only as traffic fills
+    // it).
     config
         .max_udp_payload_size(QUIC_MTU_UPPER_BOUND)
         .map_err(std::io::Error::other)?;

@@ -2,7 +2,7 @@
 //! what the kernel needs to move it. A sut-node in its own network
 //! namespace behind an unshaped veth pair (MTU 9000), the synthetic
 //! backend at zero cost; Offline runs of ResNet-50-sized samples
-//! (150,528 B) and, unless `--quick`, of 3D-UNet's real sizes (the KiTS19
+//! (150,528 B), unless `--quick` of 3D-UNet's real sizes (the KiTS19
 //! volumes, 132 MB on average), over gRPC in plain text, gRPC with TLS and
 //! QUIC (always TLS 1.3). For each it prints the sample bytes moved per
 //! second and per CPU-second of both processes together (the LoadGen
@@ -68,8 +68,8 @@ struct Cli {
     /// transport a few seconds).
     #[arg(long, default_value_t = 1_000_000)]
     small_qps: u64,
-    /// The smoke run: ResNet-50 sizes only, 2 s runs at 1000 samples/s,
-    /// one repeat.
+    /// The smoke run: ResNet-50 sizes at 1000 samples/s and 4-byte
+    /// samples at 20,000/s, 2 s runs, one repeat.
     #[arg(long)]
     quick: bool,
 }
