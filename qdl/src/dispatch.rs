@@ -11,11 +11,14 @@ pub enum DispatchPolicy {
     /// The less loaded of two healthy nodes picked at random
     /// (power of two choices): near-best balance without scanning.
     LeastOutstanding,
-    /// The node that would finish its work soonest: each node's prompt
-    /// tokens and running sequences ([`NodeLoad::work`]) over the speed
-    /// each of its sequences has shown, learned as the run goes; a node's
-    /// window shrinks with its throughput, so a slow node is not left
-    /// holding a full window at the end. For token benchmarks.
+    /// Where a node can start the piece at once, the one whose first
+    /// token would come soonest (its recent first-token time, stretched
+    /// by the prompts it has not started); else the node that would
+    /// finish its work soonest: each node's prompt tokens and running
+    /// sequences ([`NodeLoad::work`]) over the speed each of its sequences
+    /// has shown, learned as the run goes. A node's window shrinks with
+    /// its throughput, so a slow node is not left holding a full window at
+    /// the end. For token benchmarks.
     Tokens,
 }
 
@@ -31,6 +34,11 @@ pub const RATE_HALF_LIFE_SECS: f64 = 5.0;
 /// The share of the window a node gets under the token-aware policy until
 /// it has answered something and so has a rate.
 pub const WARMUP_SHARE: f64 = 0.125;
+
+/// The weight of each new first-token time in a node's running mean: the
+/// last few dozen samples count, so a node that slows is seen within a
+/// fraction of a second of a Server run.
+pub const FIRST_TOKEN_WEIGHT: f64 = 1.0 / 32.0;
 
 /// What a node holds, as the policies weigh it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -129,6 +137,11 @@ pub struct Dispatcher {
     /// [`Dispatcher::speeds`] as the picks read it, kept up to date with
     /// the shares, so a pick allocates nothing.
     pick_speeds: Vec<f64>,
+    /// Each node's recent time from sending a sample to its first token,
+    /// in seconds ([`FIRST_TOKEN_WEIGHT`]; `None`: none seen yet). Where a
+    /// piece can start at once, the token-aware policy picks by it: a
+    /// node with longer steps (slower, or busier) shows it here first.
+    first_token_secs: Vec<Option<f64>>,
 }
 
 /// How long a node held what it answered, for [`Dispatcher::observe`].
@@ -154,6 +167,7 @@ impl Dispatcher {
             seen_running: vec![0; nodes],
             speeds: vec![RateEstimate::default(); nodes],
             pick_speeds: vec![1.0; nodes],
+            first_token_secs: vec![None; nodes],
         };
         dispatcher.refresh();
         dispatcher
@@ -167,9 +181,17 @@ impl Dispatcher {
         self.refresh();
     }
 
+    /// A sample's first token came from `node` `secs` after it was sent.
+    pub fn observe_first_token(&mut self, node: usize, secs: f64) {
+        let secs = secs.max(0.0);
+        let mean = &mut self.first_token_secs[node];
+        *mean = Some(mean.map_or(secs, |m| m + (secs - m) * FIRST_TOKEN_WEIGHT));
+    }
+
     /// `node` failed or came back: what it showed before says nothing of
     /// what it does now.
     pub fn forget(&mut self, node: usize) {
+        self.first_token_secs[node] = None;
         self.rates[node] = RateEstimate::default();
         self.speeds[node] = RateEstimate::default();
         self.seen_running[node] = 0;
@@ -223,6 +245,29 @@ impl Dispatcher {
         }
     }
 
+    /// When the piece's first token would come on each node, relative to
+    /// the others: the node's recent first-token time (the mean of the
+    /// measured nodes where it has none yet), stretched by the prompt
+    /// tokens the node has not yet started over the piece's own, since a
+    /// serving engine prefills those before or beside the piece.
+    fn first_token_estimates<'a>(
+        &'a self,
+        loads: &'a [NodeLoad],
+        piece: NodeLoad,
+    ) -> impl Fn(usize) -> f64 + 'a {
+        let (sum, count) = self
+            .first_token_secs
+            .iter()
+            .flatten()
+            .fold((0.0, 0usize), |(sum, n), secs| (sum + secs, n + 1));
+        let mean = if count == 0 { 1.0 } else { sum / count as f64 };
+        let piece_tokens = (piece.bytes as f64 / 4.0).max(1.0);
+        move |i| {
+            let ahead = loads[i].bytes as f64 / 4.0;
+            self.first_token_secs[i].unwrap_or(mean) * (1.0 + ahead / piece_tokens)
+        }
+    }
+
     fn random_below(&mut self, n: usize) -> usize {
         // xorshift64: cheap, and only balance depends on it.
         self.rng ^= self.rng << 13;
@@ -268,23 +313,33 @@ impl Dispatcher {
                 }
                 // A node that would have to queue the piece (it holds as
                 // many as it has been seen running) only if every node
-                // would; then soonest done with the piece added. Ties go
-                // round, so equal nodes share evenly.
+                // would. Among nodes that can start it at once, the one
+                // whose first token would come soonest; among nodes that
+                // would queue it, and between nodes alike so far, the one
+                // soonest done with it added. Ties go round, so equal
+                // nodes share evenly.
+                let start = self.next % candidates.len();
+                self.next = self.next.wrapping_add(1);
                 let speeds = &self.pick_speeds;
                 let seen = &self.seen_running;
                 let queues = |i: usize| seen[i] > 0 && loads[i].samples + piece.samples > seen[i];
                 let finish = |i: usize| (loads[i].work() + piece.work()) / speeds[i];
-                let start = self.next % candidates.len();
-                self.next = self.next.wrapping_add(1);
+                let first_token = self.first_token_estimates(loads, piece);
                 candidates[start..]
                     .iter()
                     .chain(&candidates[..start])
                     .copied()
-                    .min_by(|&a, &b| {
-                        queues(a)
-                            .cmp(&queues(b))
-                            .then(finish(a).total_cmp(&finish(b)))
+                    .map(|i| {
+                        let queued = queues(i);
+                        let soonest = if queued { finish(i) } else { first_token(i) };
+                        (i, queued, soonest, finish(i))
                     })
+                    .min_by(|a, b| {
+                        a.1.cmp(&b.1)
+                            .then(a.2.total_cmp(&b.2))
+                            .then(a.3.total_cmp(&b.3))
+                    })
+                    .map(|(i, ..)| i)
             }
         }
     }
@@ -648,6 +703,53 @@ mod tests {
         assert_eq!(d.pick(&loads, &[true, true], answer), Some(0));
         d.forget(0);
         assert_eq!(d.pick(&loads, &[true, true], answer), Some(1));
+    }
+
+    #[test]
+    fn tokens_send_where_the_first_token_comes_soonest_while_nodes_have_room() {
+        let mut d = Dispatcher::new(DispatchPolicy::Tokens, 3, 1);
+        // Equal speeds; node 2's first tokens take twice as long (longer
+        // steps), node 1's a little longer than node 0's.
+        for node in 0..3 {
+            d.observe(node, samples(1), held(0.05));
+        }
+        for _ in 0..64 {
+            d.observe_first_token(0, 0.002);
+            d.observe_first_token(1, 0.0022);
+            d.observe_first_token(2, 0.004);
+        }
+        let running = |n: u64| NodeLoad {
+            samples: n,
+            started: n,
+            ..NodeLoad::default()
+        };
+        // Every node has room (each seen running 8): node 0, though it
+        // holds the most.
+        let loads = [running(7), running(3), running(0)];
+        let prompt = NodeLoad {
+            samples: 1,
+            bytes: 4 * 300,
+            ..NodeLoad::default()
+        };
+        d.pick(&[running(8); 3], &[true; 3], prompt);
+        assert!((0..10).all(|_| d.pick(&loads, &[true; 3], prompt) == Some(0)));
+        // Node 0 has a long prompt not yet started: its first token would
+        // come after that prefill, so node 1.
+        let waiting = NodeLoad {
+            bytes: 4 * 2000,
+            started: 6,
+            ..running(7)
+        };
+        let loads = [waiting, running(3), running(0)];
+        assert_eq!(d.pick(&loads, &[true; 3], prompt), Some(1));
+        // Nodes 0 and 1 full: node 2, slow to a first token as it is.
+        let loads = [running(8), running(8), running(0)];
+        assert_eq!(d.pick(&loads, &[true; 3], prompt), Some(2));
+        // Node 0 came back: its first-token time is unknown and counts at
+        // the mean of the others', so node 1 is sooner.
+        d.forget(0);
+        let loads = [running(0), running(0), running(0)];
+        assert_eq!(d.pick(&loads, &[true; 3], prompt), Some(1));
     }
 
     #[test]

@@ -278,17 +278,19 @@ impl<T: Clone> Pool<T> {
                     .filter(|_| self.first_tokens.insert(*id))
                     .map(|o| {
                         o.first_token_at = Some(now);
-                        (o.tag.clone(), o.sample.bytes)
+                        (o.tag.clone(), o.sample.bytes, o.sent_at)
                     });
                 match tag {
-                    Some((_, bytes)) => {
+                    Some((_, bytes, sent_at)) => {
                         slot.completed += 1;
                         slot.started += 1;
                         slot.started_bytes += bytes;
+                        let secs = now.saturating_duration_since(sent_at).as_secs_f64();
+                        self.dispatcher.observe_first_token(node, secs);
                     }
                     None => self.late_first_tokens += 1,
                 }
-                tag.map(|(tag, _)| tag)
+                tag.map(|(tag, _, _)| tag)
             })
             .collect()
     }
