@@ -469,7 +469,9 @@ pub struct NetworkArgs {
     #[arg(long, value_name = "DIR")]
     pub dev_tls: Option<PathBuf>,
     /// How pieces of queries are assigned to nodes: round-robin,
-    /// least-outstanding, or tokens (by prompt tokens and running
+    /// least-outstanding, or tokens (a node with room whose first token
+    /// would come soonest, by its recent first-token times and the
+    /// prompts it has not started; else by prompt tokens and running
     /// sequences over each node's measured rate) [default: tokens for
     /// benchmarks with token latencies, else least-outstanding].
     #[arg(long, value_name = "POLICY")]
