@@ -29,13 +29,18 @@ pub fn encode<M: Message>(prefix: &[u8], msg: &M) -> Vec<Bytes> {
     out.finish()
 }
 
-/// A message framed for gRPC: the 5-byte message header (not compressed,
-/// then the length, big-endian), then the message.
-pub fn encode_grpc<M: Message>(msg: &M) -> Vec<Bytes> {
-    let len = u32::try_from(msg.encoded_len()).expect("messages are smaller than 4 GiB");
+/// gRPC's 5-byte message header for a message of `len` bytes: not
+/// compressed, then the length, big-endian.
+pub fn grpc_header(len: usize) -> [u8; 5] {
+    let len = u32::try_from(len).expect("messages are smaller than 4 GiB");
     let mut header = [0u8; 5];
     header[1..].copy_from_slice(&len.to_be_bytes());
-    encode(&header, msg)
+    header
+}
+
+/// A message framed for gRPC: [`grpc_header`], then the message.
+pub fn encode_grpc<M: Message>(msg: &M) -> Vec<Bytes> {
+    encode(&grpc_header(msg.encoded_len()), msg)
 }
 
 /// The buffer list being built: finished buffers, and the small parts

@@ -46,12 +46,11 @@ fn is_large(query: &pb::Query) -> bool {
         .any(|s| s.data.len() >= SHARED_FIELD_BYTES)
 }
 
-/// Appends `query` as one gRPC message: not compressed, its length, then
+/// Appends `query` as one gRPC message: [`segments::grpc_header`], then
 /// the message.
 fn put_message(out: &mut BytesMut, query: &pb::Query, len: usize) {
     out.reserve(5 + len);
-    out.put_u8(0);
-    out.put_u32(u32::try_from(len).expect("messages are smaller than 4 GiB"));
+    out.put_slice(&segments::grpc_header(len));
     query
         .encode(out)
         .expect("the buffer was reserved for the message");
