@@ -13,11 +13,13 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes, BytesMut};
 use netdiv_proto::framing::{self, FrameDecoder};
 use netdiv_proto::pb::{self, quic_request, quic_response};
+use netdiv_proto::segments::SHARED_FIELD_BYTES;
 use netdiv_proto::transport::QUIC_QUERY_STREAMS;
-use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+use prost::Message;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::{Call, LinkError, LinkEvents};
@@ -45,9 +47,60 @@ struct Lanes {
 
 /// One long-lived query stream.
 struct Lane {
-    /// Encoded frames for the stream's writer; `None` once closing.
-    frames: Mutex<Option<UnboundedSender<Vec<Bytes>>>>,
+    /// Encoded frames waiting for the stream's writer.
+    outbox: Mutex<Outbox>,
+    /// Wakes the writer when the outbox stops being empty, or closes.
+    ready: Notify,
     state: Mutex<LaneState>,
+}
+
+/// Frames waiting for a query stream's writer, in the order they were
+/// sent: small frames encoded one after another into a shared buffer,
+/// large ones as their own buffers (a sample's bytes are not copied). A
+/// Server run of small queries so costs no allocation or channel message
+/// per query, and quinn one chunk per batch, not per query.
+#[derive(Default)]
+struct Outbox {
+    /// Small frames since the last large one.
+    gathered: BytesMut,
+    /// Buffers ready for the writer, before `gathered`.
+    chunks: Vec<Bytes>,
+    /// The link is closing: the writer finishes the stream once empty.
+    closed: bool,
+}
+
+impl Outbox {
+    /// Appends `request` as one frame.
+    fn push(&mut self, request: &pb::QuicRequest) {
+        let len = request.encoded_len();
+        if len >= SHARED_FIELD_BYTES {
+            self.flush_gathered();
+            self.chunks.extend(framing::encode_buffers(request));
+            return;
+        }
+        self.gathered.reserve(4 + len);
+        self.gathered
+            .put_u32(u32::try_from(len).expect("a small frame"));
+        request
+            .encode(&mut self.gathered)
+            .expect("the buffer was reserved for the frame");
+    }
+
+    fn flush_gathered(&mut self) {
+        if !self.gathered.is_empty() {
+            self.chunks.push(self.gathered.split().freeze());
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.chunks.is_empty() && self.gathered.is_empty()
+    }
+
+    /// Moves everything waiting into `batch`.
+    fn take_into(&mut self, batch: &mut Vec<Bytes>) {
+        self.flush_gathered();
+        batch.append(&mut self.chunks);
+    }
 }
 
 /// What a query stream holds, under one lock so a sample is never added
@@ -86,6 +139,10 @@ impl Hasher for IdHasher {
 impl Lane {
     fn state(&self) -> MutexGuard<'_, LaneState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn outbox(&self) -> MutexGuard<'_, Outbox> {
+        self.outbox.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -202,12 +259,12 @@ impl QuicLink {
             // A stream reaches the node with its first frame, so opening
             // costs no round trip.
             let (send, recv) = self.conn.open_bi().await?;
-            let (tx, rx) = mpsc::unbounded_channel();
             let lane = Arc::new(Lane {
-                frames: Mutex::new(Some(tx)),
+                outbox: Mutex::new(Outbox::default()),
+                ready: Notify::new(),
                 state: Mutex::new(LaneState::default()),
             });
-            tokio::spawn(write_frames(send, rx));
+            tokio::spawn(write_frames(send, lane.clone()));
             readers.push(tokio::spawn(read_answers(
                 recv,
                 lane.clone(),
@@ -231,7 +288,8 @@ impl QuicLink {
         if let Some(lanes) = self.lanes.get() {
             for lane in &lanes.lanes {
                 lane.state().closing = true;
-                lane.frames.lock().unwrap_or_else(|e| e.into_inner()).take();
+                lane.outbox().closed = true;
+                lane.ready.notify_one();
             }
             let readers =
                 std::mem::take(&mut *lanes.readers.lock().unwrap_or_else(|e| e.into_inner()));
@@ -262,11 +320,6 @@ impl QuicLink {
         let Some(lanes) = self.lanes.get() else {
             return;
         };
-        let ids: Vec<u64> = query.samples.iter().map(|s| s.response_id).collect();
-        let frame = framing::encode_buffers(&pb::QuicRequest {
-            protocol_version: netdiv_proto::PROTOCOL_VERSION,
-            kind: Some(quic_request::Kind::Query(query)),
-        });
         for _ in 0..lanes.lanes.len() {
             let at = lanes.next.fetch_add(1, Ordering::Relaxed) % lanes.lanes.len();
             let lane = &lanes.lanes[at];
@@ -274,33 +327,49 @@ impl QuicLink {
             if state.ended {
                 continue;
             }
-            state.unanswered.extend(ids.iter().copied());
-            if let Some(frames) = &*lane.frames.lock().unwrap_or_else(|e| e.into_inner()) {
-                // A writer that is gone has failed its stream, and the
-                // reader reports these samples with the rest.
-                let _ = frames.send(frame);
+            state
+                .unanswered
+                .extend(query.samples.iter().map(|s| s.response_id));
+            let request = pb::QuicRequest {
+                protocol_version: netdiv_proto::PROTOCOL_VERSION,
+                kind: Some(quic_request::Kind::Query(query)),
+            };
+            // A writer that is gone has failed its stream, and the reader
+            // reports these samples with the rest.
+            let mut outbox = lane.outbox();
+            let was_empty = outbox.is_empty();
+            outbox.push(&request);
+            drop(outbox);
+            // Otherwise the writer has been woken already, or is writing
+            // and looks again when done.
+            if was_empty {
+                lane.ready.notify_one();
             }
             return;
         }
     }
 }
 
-/// Most frames gathered into one write.
-const FRAMES_PER_WRITE: usize = 64;
-
-/// Writes queued frames (each as its buffers) to a query stream, as many
-/// at once as are ready, and finishes it when the link closes. A failed
-/// write ends the writer; the stream's reader sees the failure and reports
-/// it.
-async fn write_frames(mut send: quinn::SendStream, mut frames: UnboundedReceiver<Vec<Bytes>>) {
+/// Writes what the lane's outbox holds to its query stream, everything
+/// that is waiting at once, and finishes the stream when the link closes.
+/// A failed write ends the writer; the stream's reader sees the failure
+/// and reports it.
+async fn write_frames(mut send: quinn::SendStream, lane: Arc<Lane>) {
     let mut batch = Vec::new();
-    while let Some(frame) = frames.recv().await {
-        batch.extend(frame);
-        for _ in 1..FRAMES_PER_WRITE {
-            match frames.try_recv() {
-                Ok(frame) => batch.extend(frame),
-                Err(_) => break,
+    loop {
+        let closed = {
+            let mut outbox = lane.outbox();
+            outbox.take_into(&mut batch);
+            outbox.closed
+        };
+        if batch.is_empty() {
+            if closed {
+                break;
             }
+            // A notification sent since the outbox was looked at is kept,
+            // so none is missed.
+            lane.ready.notified().await;
+            continue;
         }
         if send.write_all_chunks(&mut batch).await.is_err() {
             return;
@@ -386,4 +455,60 @@ async fn read_completions(
     }
     decoder.finish()?;
     Ok(refused)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query_frame(id: u64, data_len: usize) -> pb::QuicRequest {
+        pb::QuicRequest {
+            protocol_version: netdiv_proto::PROTOCOL_VERSION,
+            kind: Some(quic_request::Kind::Query(pb::Query {
+                samples: vec![pb::Sample {
+                    response_id: id,
+                    data: Bytes::from(vec![id as u8; data_len]),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })),
+        }
+    }
+
+    /// Small and large frames come out in the order they went in, each
+    /// exactly as `framing::encode` writes it; small ones share buffers,
+    /// a large sample's bytes are not copied.
+    #[test]
+    fn the_outbox_keeps_frames_in_order_and_large_samples_uncopied() {
+        let frames: Vec<pb::QuicRequest> = [4, 4, 100_000, 4, 4, 4, 50_000]
+            .iter()
+            .enumerate()
+            .map(|(i, &len)| query_frame(i as u64, len))
+            .collect();
+        let mut outbox = Outbox::default();
+        assert!(outbox.is_empty());
+        let mut batch = Vec::new();
+        for (i, frame) in frames.iter().enumerate() {
+            outbox.push(frame);
+            if i == 4 {
+                outbox.take_into(&mut batch);
+                assert!(outbox.is_empty());
+            }
+        }
+        outbox.take_into(&mut batch);
+        let written: Vec<u8> = batch.iter().flat_map(|b| b.iter().copied()).collect();
+        let expected: Vec<u8> = frames
+            .iter()
+            .flat_map(|f| framing::encode(f).to_vec())
+            .collect();
+        assert_eq!(written, expected);
+        // The two small frames before the first large one are one buffer.
+        let two_small = framing::encode(&frames[0]).len() + framing::encode(&frames[1]).len();
+        assert_eq!(batch[0].len(), two_small);
+        let large = match &frames[2].kind {
+            Some(quic_request::Kind::Query(q)) => q.samples[0].data.as_ptr(),
+            _ => unreachable!(),
+        };
+        assert!(batch.iter().any(|b| b.as_ptr() == large));
+    }
 }
