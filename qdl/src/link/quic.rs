@@ -391,6 +391,10 @@ async fn read_answers(
     max_message: usize,
 ) {
     let ended = read_completions(&mut recv, &lane, node, &*events, max_message).await;
+    // The stream is over either way: the writer need not wait for more,
+    // and would otherwise wait for ever on a connection that failed.
+    lane.outbox().closed = true;
+    lane.ready.notify_one();
     let (unanswered, closing) = {
         let mut state = lane.state();
         state.ended = true;
