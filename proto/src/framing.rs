@@ -34,11 +34,18 @@ pub enum FrameError {
 
 /// Encodes one message as a frame.
 pub fn encode<M: Message>(msg: &M) -> Bytes {
-    let len = msg.encoded_len();
-    let mut buf = BytesMut::with_capacity(4 + len);
-    buf.put_u32(len as u32);
-    msg.encode(&mut buf).expect("buffer has room");
+    let mut buf = BytesMut::new();
+    encode_into(msg, &mut buf);
     buf.freeze()
+}
+
+/// Appends one message as a frame to `out`, after what it holds.
+pub fn encode_into<M: Message>(msg: &M, out: &mut BytesMut) {
+    let len = msg.encoded_len();
+    out.reserve(4 + len);
+    out.put_u32(u32::try_from(len).expect("frames are smaller than 4 GiB"));
+    msg.encode(out)
+        .expect("the buffer was reserved for the frame");
 }
 
 /// Encodes one message as a frame, in buffers whose large `bytes` fields

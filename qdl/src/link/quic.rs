@@ -13,7 +13,7 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use netdiv_proto::framing::{self, FrameDecoder};
 use netdiv_proto::pb::{self, quic_request, quic_response};
 use netdiv_proto::segments::SHARED_FIELD_BYTES;
@@ -72,18 +72,12 @@ struct Outbox {
 impl Outbox {
     /// Appends `request` as one frame.
     fn push(&mut self, request: &pb::QuicRequest) {
-        let len = request.encoded_len();
-        if len >= SHARED_FIELD_BYTES {
+        if request.encoded_len() >= SHARED_FIELD_BYTES {
             self.flush_gathered();
             self.chunks.extend(framing::encode_buffers(request));
-            return;
+        } else {
+            framing::encode_into(request, &mut self.gathered);
         }
-        self.gathered.reserve(4 + len);
-        self.gathered
-            .put_u32(u32::try_from(len).expect("a small frame"));
-        request
-            .encode(&mut self.gathered)
-            .expect("the buffer was reserved for the frame");
     }
 
     fn flush_gathered(&mut self) {
@@ -143,6 +137,13 @@ impl Lane {
 
     fn outbox(&self) -> MutexGuard<'_, Outbox> {
         self.outbox.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Tells the writer that nothing more comes: it writes what the
+    /// outbox holds, then finishes the stream.
+    fn close_outbox(&self) {
+        self.outbox().closed = true;
+        self.ready.notify_one();
     }
 }
 
@@ -288,8 +289,7 @@ impl QuicLink {
         if let Some(lanes) = self.lanes.get() {
             for lane in &lanes.lanes {
                 lane.state().closing = true;
-                lane.outbox().closed = true;
-                lane.ready.notify_one();
+                lane.close_outbox();
             }
             let readers =
                 std::mem::take(&mut *lanes.readers.lock().unwrap_or_else(|e| e.into_inner()));
@@ -393,8 +393,7 @@ async fn read_answers(
     let ended = read_completions(&mut recv, &lane, node, &*events, max_message).await;
     // The stream is over either way: the writer need not wait for more,
     // and would otherwise wait for ever on a connection that failed.
-    lane.outbox().closed = true;
-    lane.ready.notify_one();
+    lane.close_outbox();
     let (unanswered, closing) = {
         let mut state = lane.state();
         state.ended = true;
