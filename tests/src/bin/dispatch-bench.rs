@@ -8,10 +8,11 @@
 //! First each kind of node runs Offline alone, for its rate; the ideal is
 //! the sum of the nodes' rates. Then, side by side in one run, each
 //! dispatch policy runs Offline (output tokens per second against the
-//! ideal) and Server at a load the nodes can carry together (TTFT and TPOT
-//! p99). Last, Offline over 2 to 16 equal nodes by tokens: the LoadGen
-//! node's CPU time per 1,000 output tokens (the QDL's cost grows with the
-//! nodes only if that does).
+//! ideal) and Server at loads the nodes can carry together (TTFT and TPOT
+//! p99; by default at half and at 70 % of their summed capacity). Last,
+//! Offline over 2 to 16 equal nodes by tokens: the LoadGen node's CPU time
+//! per 1,000 output tokens (the QDL's cost grows with the nodes only if
+//! that does).
 //!
 //! Usage: `cargo run --release -p netdiv-tests --bin dispatch-bench`
 //! (`-- --quick` for a smoke run).
@@ -43,6 +44,11 @@ struct Cli {
     /// One decode step of a fast node, in microseconds.
     #[arg(long, default_value_t = 1000.0)]
     decode_us: f64,
+    /// Prefill time per prompt token on every node, in microseconds
+    /// (scale it with --decode-us to slow the whole timeline down, so a
+    /// busy host's scheduling hiccups weigh less against the steps).
+    #[arg(long, default_value_t = 1.0)]
+    prefill_us: f64,
     /// How many times longer the slow node's decode step is.
     #[arg(long, default_value_t = 2.0)]
     slow_factor: f64,
@@ -52,9 +58,11 @@ struct Cli {
     /// Tokens per answer (fixed, so the capacity is known).
     #[arg(long, default_value_t = 64)]
     output_tokens: u32,
-    /// Server load as a fraction of the nodes' summed capacity.
-    #[arg(long, default_value_t = 0.7)]
-    server_load: f64,
+    /// Server loads, each a fraction of the nodes' summed capacity: one
+    /// table per load (how much the policy gains depends on how often the
+    /// fast nodes alone are full).
+    #[arg(long, value_delimiter = ',', num_args = 1.., default_value = "0.5,0.7")]
+    server_loads: Vec<f64>,
     /// Node counts of the CPU-per-token table (`--scaling` alone: skip
     /// it).
     #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "2,4,8,16")]
@@ -90,7 +98,7 @@ impl Cli {
         FileConfig {
             benchmark: Some("llama2-70b".into()),
             llm: LlmConfig {
-                prefill_us_per_token: 1.0,
+                prefill_us_per_token: self.prefill_us,
                 decode_us_per_token: decode_us,
                 max_sequences: self.max_sequences,
                 output_tokens: Some(self.output_tokens),
@@ -218,12 +226,74 @@ fn cpu_scaling(cli: &Cli, counts: &[usize]) -> Result<String> {
     Ok(out)
 }
 
+/// Server at `load` of the nodes' summed capacity, each policy in turn
+/// `--server-runs` times: a table of their medians.
+fn server_table(cli: &Cli, load: f64, all: &[String]) -> Result<String> {
+    let qps = cli.capacity() * load;
+    let mut out = String::new();
+    writeln!(
+        out,
+        "\n| Server at {qps:.0} QPS ({:.0} % of the decode capacity), median of {} runs | \
+         completed tokens/s | TTFT p99 (each run) | TPOT p99 | TTFT p99 vs least-outstanding | \
+         last run by node: samples / TTFT p99 |",
+        load * 100.0,
+        cli.server_runs
+    )?;
+    out.push_str("|---|---|---|---|---|---|\n");
+    let mut runs: Vec<Vec<Measure>> = vec![Vec::new(); POLICIES.len()];
+    for run in 0..cli.server_runs.max(1) {
+        for (policy, measured) in POLICIES.iter().zip(&mut runs) {
+            eprintln!(
+                "dispatch-bench: Server at {qps:.0} QPS, {policy}, run {}",
+                run + 1
+            );
+            let mut flags = all.to_vec();
+            flags.extend(["--dispatch".to_string(), policy.to_string()]);
+            measured.push(measure(cli, "Server", qps, &flags, policy)?);
+        }
+    }
+    let medians: Vec<[f64; 3]> = runs
+        .iter()
+        .map(|r| {
+            let m = |f: fn(&Measure) -> f64| median(&r.iter().map(f).collect::<Vec<_>>());
+            [
+                m(|x| x.tokens_per_s),
+                m(|x| x.ttft_p99_ms),
+                m(|x| x.tpot_p99_ms),
+            ]
+        })
+        .collect();
+    for ((policy, r), [tokens, ttft, tpot]) in POLICIES.iter().zip(&runs).zip(&medians) {
+        let each: Vec<String> = r.iter().map(|m| format!("{:.1}", m.ttft_p99_ms)).collect();
+        let last = r.last().expect("at least one run");
+        writeln!(
+            out,
+            "| {policy} | {tokens:.0} | {ttft:.1} ms ({} ms) | {tpot:.2} ms{} | {:+.1} % | {} |",
+            each.join(", "),
+            if r.iter().all(|m| m.valid) {
+                ""
+            } else {
+                " (INVALID)"
+            },
+            (ttft / medians[0][1] - 1.0) * 100.0,
+            last.by_node
+        )?;
+    }
+    Ok(out)
+}
+
 fn bench(cli: &Cli) -> Result<String> {
     if cli.nodes < 2 || cli.max_sequences == 0 || cli.output_tokens < 2 || cli.slow_factor < 1.0 {
         bail!(
             "--nodes must be at least 2, --max-sequences 1, --output-tokens 2 and \
              --slow-factor 1"
         );
+    }
+    if !(cli.decode_us > 0.0 && cli.prefill_us >= 0.0) {
+        bail!("--decode-us must be above 0 and --prefill-us not below 0");
+    }
+    if let Some(load) = cli.server_loads.iter().find(|l| !(**l > 0.0 && **l < 1.0)) {
+        bail!("--server-loads: {load} is not a fraction of the capacity between 0 and 1");
     }
     loadgen_node_bin()?;
     let dir = test_dir("dispatch-bench")?;
@@ -269,13 +339,15 @@ fn bench(cli: &Cli) -> Result<String> {
     let mut out = String::new();
     writeln!(
         out,
-        "{} nodes ({} at a {:.0} µs decode step, one at {:.0} µs; {} sequences at once, \
-         {} tokens per answer), llama2-70b prompt lengths, {} ms runs. Alone: a fast node \
+        "{} nodes ({} at a {:.0} µs decode step, one at {:.0} µs; prefill {} µs per prompt \
+         token; {} sequences at once, {} tokens per answer), llama2-70b prompt lengths, {} ms \
+         runs. Alone: a fast node \
          {:.0} tokens/s, the slow one {:.0}; ideal (their sum) {ideal:.0} tokens/s. {}\n",
         cli.nodes,
         cli.nodes - 1,
         cli.decode_us,
         cli.decode_us * cli.slow_factor,
+        cli.prefill_us,
         cli.max_sequences,
         cli.output_tokens,
         cli.duration_ms,
@@ -301,51 +373,8 @@ fn bench(cli: &Cli) -> Result<String> {
             (m.tokens_per_s / offline[0].tokens_per_s - 1.0) * 100.0
         )?;
     }
-    let qps = cli.capacity() * cli.server_load;
-    writeln!(
-        out,
-        "\n| Server at {qps:.0} QPS ({:.0} % of the decode capacity), median of {} runs | \
-         completed tokens/s | TTFT p99 (each run) | TPOT p99 | TTFT p99 vs least-outstanding | \
-         last run by node: samples / TTFT p99 |",
-        cli.server_load * 100.0,
-        cli.server_runs
-    )?;
-    out.push_str("|---|---|---|---|---|---|\n");
-    let mut runs: Vec<Vec<Measure>> = vec![Vec::new(); POLICIES.len()];
-    for run in 0..cli.server_runs.max(1) {
-        for (policy, measured) in POLICIES.iter().zip(&mut runs) {
-            eprintln!("dispatch-bench: Server, {policy}, run {}", run + 1);
-            let mut flags = all.clone();
-            flags.extend(["--dispatch".to_string(), policy.to_string()]);
-            measured.push(measure(cli, "Server", qps, &flags, policy)?);
-        }
-    }
-    let medians: Vec<[f64; 3]> = runs
-        .iter()
-        .map(|r| {
-            let m = |f: fn(&Measure) -> f64| median(&r.iter().map(f).collect::<Vec<_>>());
-            [
-                m(|x| x.tokens_per_s),
-                m(|x| x.ttft_p99_ms),
-                m(|x| x.tpot_p99_ms),
-            ]
-        })
-        .collect();
-    for ((policy, r), [tokens, ttft, tpot]) in POLICIES.iter().zip(&runs).zip(&medians) {
-        let each: Vec<String> = r.iter().map(|m| format!("{:.1}", m.ttft_p99_ms)).collect();
-        let last = r.last().expect("at least one run");
-        writeln!(
-            out,
-            "| {policy} | {tokens:.0} | {ttft:.1} ms ({} ms) | {tpot:.2} ms{} | {:+.1} % | {} |",
-            each.join(", "),
-            if r.iter().all(|m| m.valid) {
-                ""
-            } else {
-                " (INVALID)"
-            },
-            (ttft / medians[0][1] - 1.0) * 100.0,
-            last.by_node
-        )?;
+    for &load in &cli.server_loads {
+        out.push_str(&server_table(cli, load, &all)?);
     }
     drop((fast, slow));
     if !cli.scaling.is_empty() {
