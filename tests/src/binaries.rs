@@ -85,7 +85,9 @@ pub fn loadgen_node_official_bin() -> Result<PathBuf> {
         .map_err(|e| anyhow!(e))
 }
 
-/// The file `var` names, if it is set; an error if it names no file.
+/// The file `var` names, if it is set, as an absolute path (the
+/// processes started from it run in their own directories); an error if it
+/// names no file.
 pub(crate) fn existing_file_from_env(var: &str) -> Result<Option<PathBuf>> {
     match std::env::var_os(var) {
         None => Ok(None),
@@ -94,7 +96,7 @@ pub(crate) fn existing_file_from_env(var: &str) -> Result<Option<PathBuf>> {
             if !path.is_file() {
                 bail!("{var}={} does not name a file", path.display());
             }
-            Ok(Some(path))
+            Ok(Some(std::path::absolute(&path)?))
         }
     }
 }
