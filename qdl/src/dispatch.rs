@@ -1,7 +1,11 @@
 //! Which node gets what. Pure decisions over counters the node pool keeps
 //! (durations come in as numbers): no clocks, no sockets.
 
+mod first_token;
+
 use std::ops::Range;
+
+pub use first_token::{FirstToken, FirstTokenFit, FIRST_TOKEN_WEIGHT};
 
 /// How whole queries are assigned to nodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -12,13 +16,14 @@ pub enum DispatchPolicy {
     /// (power of two choices): near-best balance without scanning.
     LeastOutstanding,
     /// Where a node can start the piece at once, the one whose first
-    /// token would come soonest (its recent first-token time, stretched
-    /// by the prompts it has not started); else the node that would
-    /// finish its work soonest: each node's prompt tokens and running
-    /// sequences ([`NodeLoad::work`]) over the speed each of its sequences
-    /// has shown, learned as the run goes. A node's window shrinks with
-    /// its throughput, so a slow node is not left holding a full window at
-    /// the end. For token benchmarks.
+    /// token would come soonest (its recent first-token times fitted
+    /// against the prompt tokens prefilled with or before each sample,
+    /// read at the prompts it has not started plus the piece's); else the
+    /// node that would finish its work soonest: each node's prompt tokens
+    /// and running sequences ([`NodeLoad::work`]) over the speed each of
+    /// its sequences has shown, learned as the run goes. A node's window
+    /// shrinks with its throughput, so a slow node is not left holding a
+    /// full window at the end. For token benchmarks.
     Tokens,
 }
 
@@ -35,10 +40,11 @@ pub const RATE_HALF_LIFE_SECS: f64 = 5.0;
 /// it has answered something and so has a rate.
 pub const WARMUP_SHARE: f64 = 0.125;
 
-/// The weight of each new first-token time in a node's running mean: the
-/// last few dozen samples count, so a node that slows is seen within a
-/// fraction of a second of a Server run.
-pub const FIRST_TOKEN_WEIGHT: f64 = 1.0 / 32.0;
+/// First tokens after which the most sequences any node has been seen
+/// running counts as how many a node can run: until it has stood that
+/// long the fleet is still filling, and a node running the most it has
+/// run may well run more.
+pub const RUNS_SETTLE_FIRST_TOKENS: u64 = 256;
 
 /// What a node holds, as the policies weigh it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -123,10 +129,12 @@ pub struct Dispatcher {
     rates: Vec<RateEstimate>,
     /// Each node's window share ([`Dispatcher::window_shares`]).
     shares: Vec<f64>,
-    /// The most sequences each node has been seen running at once: how
-    /// many it runs side by side, as far as the run has shown (0: not
-    /// seen yet).
+    /// The most sequences each node has been seen running at once (0:
+    /// not seen yet); the largest of them is how many a node of the fleet
+    /// runs side by side, as far as the run has shown.
     seen_running: Vec<u64>,
+    /// First tokens since the largest of `seen_running` last grew.
+    runs_settled_for: u64,
     /// Each node's speed per sequence: work per second of each sample
     /// held, from sending to answer (the token-aware policy's picks).
     /// Unlike throughput it does not grow with what a node is given, so
@@ -137,11 +145,12 @@ pub struct Dispatcher {
     /// [`Dispatcher::speeds`] as the picks read it, kept up to date with
     /// the shares, so a pick allocates nothing.
     pick_speeds: Vec<f64>,
-    /// Each node's recent time from sending a sample to its first token,
-    /// in seconds ([`FIRST_TOKEN_WEIGHT`]; `None`: none seen yet). Where a
-    /// piece can start at once, the token-aware policy picks by it: a
-    /// node with longer steps (slower, or busier) shows it here first.
-    first_token_secs: Vec<Option<f64>>,
+    /// Each node's recent times from sending a sample to its first token,
+    /// fitted against the prompt tokens it prefilled with or before the
+    /// sample. Where a piece can start at once, the token-aware policy
+    /// picks by it: a node with longer steps (slower, or busier) shows it
+    /// here first.
+    first_tokens: Vec<FirstTokenFit>,
 }
 
 /// How long a node held what it answered, for [`Dispatcher::observe`].
@@ -165,9 +174,10 @@ impl Dispatcher {
             rates: vec![RateEstimate::default(); nodes],
             shares: vec![1.0; nodes],
             seen_running: vec![0; nodes],
+            runs_settled_for: 0,
             speeds: vec![RateEstimate::default(); nodes],
             pick_speeds: vec![1.0; nodes],
-            first_token_secs: vec![None; nodes],
+            first_tokens: vec![FirstTokenFit::default(); nodes],
         };
         dispatcher.refresh();
         dispatcher
@@ -181,17 +191,16 @@ impl Dispatcher {
         self.refresh();
     }
 
-    /// A sample's first token came from `node` `secs` after it was sent.
-    pub fn observe_first_token(&mut self, node: usize, secs: f64) {
-        let secs = secs.max(0.0);
-        let mean = &mut self.first_token_secs[node];
-        *mean = Some(mean.map_or(secs, |m| m + (secs - m) * FIRST_TOKEN_WEIGHT));
+    /// A sample's first token came from `node`.
+    pub fn observe_first_token(&mut self, node: usize, first: FirstToken) {
+        self.first_tokens[node].observe(first);
+        self.runs_settled_for = self.runs_settled_for.saturating_add(1);
     }
 
     /// `node` failed or came back: what it showed before says nothing of
     /// what it does now.
     pub fn forget(&mut self, node: usize) {
-        self.first_token_secs[node] = None;
+        self.first_tokens[node] = FirstTokenFit::default();
         self.rates[node] = RateEstimate::default();
         self.speeds[node] = RateEstimate::default();
         self.seen_running[node] = 0;
@@ -245,26 +254,31 @@ impl Dispatcher {
         }
     }
 
-    /// When the piece's first token would come on each node, relative to
-    /// the others: the node's recent first-token time (the mean of the
-    /// measured nodes where it has none yet), stretched by the prompt
-    /// tokens the node has not yet started over the piece's own, since a
-    /// serving engine prefills those before or beside the piece.
+    /// When the piece's first token would come on each node: the node's
+    /// fitted first-token time at the prompt tokens it has not started
+    /// plus the piece's, since a serving engine prefills those before or
+    /// beside the piece (where the node has shown none yet, the mean of
+    /// the others' at the same tokens).
     fn first_token_estimates<'a>(
         &'a self,
         loads: &'a [NodeLoad],
         piece: NodeLoad,
     ) -> impl Fn(usize) -> f64 + 'a {
-        let (sum, count) = self
-            .first_token_secs
-            .iter()
-            .flatten()
-            .fold((0.0, 0usize), |(sum, n), secs| (sum + secs, n + 1));
-        let mean = if count == 0 { 1.0 } else { sum / count as f64 };
-        let piece_tokens = (piece.bytes as f64 / 4.0).max(1.0);
+        let piece_tokens = piece.bytes as f64 / 4.0;
         move |i| {
-            let ahead = loads[i].bytes as f64 / 4.0;
-            self.first_token_secs[i].unwrap_or(mean) * (1.0 + ahead / piece_tokens)
+            let tokens = loads[i].bytes as f64 / 4.0 + piece_tokens;
+            self.first_tokens[i].predict(tokens).unwrap_or_else(|| {
+                let (sum, count) = self
+                    .first_tokens
+                    .iter()
+                    .filter_map(|fit| fit.predict(tokens))
+                    .fold((0.0, 0usize), |(sum, n), secs| (sum + secs, n + 1));
+                if count == 0 {
+                    1.0
+                } else {
+                    sum / count as f64
+                }
+            })
         }
     }
 
@@ -307,22 +321,31 @@ impl Dispatcher {
                 })
             }
             DispatchPolicy::Tokens => {
+                let fleet_ran = self.seen_running.iter().copied().max().unwrap_or(0);
                 for &i in &candidates {
                     let seen = &mut self.seen_running[i];
                     *seen = (*seen).max(loads[i].started);
                 }
+                let fleet_runs = self.seen_running.iter().copied().max().unwrap_or(0);
+                if fleet_runs > fleet_ran {
+                    self.runs_settled_for = 0;
+                }
+                let settled = self.runs_settled_for >= RUNS_SETTLE_FIRST_TOKENS;
                 // A node that would have to queue the piece (it holds as
-                // many as it has been seen running) only if every node
-                // would. Among nodes that can start it at once, the one
-                // whose first token would come soonest; among nodes that
-                // would queue it, and between nodes alike so far, the one
-                // soonest done with it added. Ties go round, so equal
-                // nodes share evenly.
+                // many as any node has been seen running: a fleet runs one
+                // engine configuration, and a node lightly used has not
+                // shown how many it can run; one more, to try, until that
+                // count has settled) only if every node would. Among
+                // nodes that can start it at once, the one whose first
+                // token would come soonest; among nodes that would queue
+                // it, and between nodes alike so far, the one soonest done
+                // with it added. Ties go round, so equal nodes share
+                // evenly.
                 let start = self.next % candidates.len();
                 self.next = self.next.wrapping_add(1);
                 let speeds = &self.pick_speeds;
-                let seen = &self.seen_running;
-                let queues = |i: usize| seen[i] > 0 && loads[i].samples + piece.samples > seen[i];
+                let room = fleet_runs + u64::from(!settled);
+                let queues = |i: usize| fleet_runs > 0 && loads[i].samples + piece.samples > room;
                 let finish = |i: usize| (loads[i].work() + piece.work()) / speeds[i];
                 let first_token = self.first_token_estimates(loads, piece);
                 candidates[start..]
@@ -677,61 +700,64 @@ mod tests {
             started: n,
             ..NodeLoad::default()
         };
-        // Node 1 has been seen running 20 at once, node 0 32.
-        assert_eq!(
-            d.pick(&[running(32), running(20)], &[true, true], answer),
-            Some(0)
-        );
-        // Node 0 runs all 32 it has been seen to: the piece would wait in
-        // its queue, so it goes to node 1, slow as it is, which has room.
+        // Node 0 has been seen running 32 at once, the most of the fleet,
+        // just now: one more is tried there, the faster node.
         let loads = [running(32), running(10)];
+        assert_eq!(d.pick(&loads, &[true, true], answer), Some(0));
+        // Holding that one more, not yet started, it would queue.
+        let trying = NodeLoad {
+            samples: 33,
+            ..running(32)
+        };
+        assert_eq!(
+            d.pick(&[trying, running(10)], &[true, true], answer),
+            Some(1)
+        );
+        // Once 32 has stood for a while it is what a node runs: the piece
+        // would wait in node 0's queue, so it goes to node 1, slow as it
+        // is, which has room.
+        for _ in 0..RUNS_SETTLE_FIRST_TOKENS {
+            d.observe_first_token(1, first_token(0.03, 100.0));
+        }
         assert!((0..10).all(|_| d.pick(&loads, &[true, true], answer) == Some(1)));
         // Once both would queue, the sooner done.
-        let loads = [running(32), running(20)];
+        let loads = [running(32), running(32)];
         assert_eq!(d.pick(&loads, &[true, true], answer), Some(0));
-        // What a node that failed or came back was seen running no longer
-        // counts: node 0 holding 30, 10 of them running, has room below
-        // the 32 seen before, and none once that is forgotten.
-        let loads = [
-            NodeLoad {
-                samples: 30,
-                started: 10,
-                ..NodeLoad::default()
-            },
-            running(20),
-        ];
+        // A node seen running more unsettles the count: one more is tried
+        // again.
+        let loads = [running(32), running(34)];
         assert_eq!(d.pick(&loads, &[true, true], answer), Some(0));
-        d.forget(0);
-        assert_eq!(d.pick(&loads, &[true, true], answer), Some(1));
     }
 
     #[test]
     fn tokens_send_where_the_first_token_comes_soonest_while_nodes_have_room() {
         let mut d = Dispatcher::new(DispatchPolicy::Tokens, 3, 1);
         // Equal speeds; node 2's first tokens take twice as long (longer
-        // steps), node 1's a little longer than node 0's.
+        // steps), node 1's a little longer than node 0's; each 1 µs more
+        // per prompt token.
         for node in 0..3 {
             d.observe(node, samples(1), held(0.05));
-        }
-        for _ in 0..64 {
-            d.observe_first_token(0, 0.002);
-            d.observe_first_token(1, 0.0022);
-            d.observe_first_token(2, 0.004);
         }
         let running = |n: u64| NodeLoad {
             samples: n,
             started: n,
             ..NodeLoad::default()
         };
-        // Every node has room (each seen running 8): node 0, though it
-        // holds the most.
-        let loads = [running(7), running(3), running(0)];
         let prompt = NodeLoad {
             samples: 1,
             bytes: 4 * 300,
             ..NodeLoad::default()
         };
+        // Each seen running 8, for longer than it takes to count.
         d.pick(&[running(8); 3], &[true; 3], prompt);
+        for k in 0..RUNS_SETTLE_FIRST_TOKENS as u32 {
+            let tokens = f64::from(100 + (k % 8) * 100);
+            for (node, fixed) in [(0, 0.0015), (1, 0.0017), (2, 0.0035)] {
+                d.observe_first_token(node, first_token(fixed + tokens * 1e-6, tokens));
+            }
+        }
+        // Every node has room: node 0, though it holds the most.
+        let loads = [running(7), running(3), running(0)];
         assert!((0..10).all(|_| d.pick(&loads, &[true; 3], prompt) == Some(0)));
         // Node 0 has a long prompt not yet started: its first token would
         // come after that prefill, so node 1.
@@ -750,6 +776,63 @@ mod tests {
         d.forget(0);
         let loads = [running(0), running(0), running(0)];
         assert_eq!(d.pick(&loads, &[true; 3], prompt), Some(1));
+    }
+
+    fn first_token(secs: f64, prompt_tokens: f64) -> FirstToken {
+        FirstToken {
+            secs,
+            prompt_tokens,
+            node_was_idle: false,
+        }
+    }
+
+    #[test]
+    fn tokens_count_a_prompt_ahead_at_its_prefill_not_at_a_multiple_of_the_piece() {
+        let mut d = Dispatcher::new(DispatchPolicy::Tokens, 2, 1);
+        // Node 0: 15 ms to a first token plus 10 µs per prompt token;
+        // node 1 (longer steps): 30 ms plus 10 µs.
+        for k in 0..200 {
+            let tokens = f64::from(8 + (k * 37) % 1000);
+            d.observe_first_token(0, first_token(0.015 + tokens * 10e-6, tokens));
+            d.observe_first_token(1, first_token(0.030 + tokens * 10e-6, tokens));
+        }
+        let short = NodeLoad {
+            samples: 1,
+            bytes: 4 * 10,
+            started: 0,
+        };
+        let holding = |ahead: u64| NodeLoad {
+            samples: 5,
+            bytes: 4 * ahead,
+            started: 4,
+        };
+        // Both seen running 8: both have room.
+        let running = NodeLoad {
+            samples: 8,
+            bytes: 0,
+            started: 8,
+        };
+        d.pick(&[running; 2], &[true, true], short);
+        // 400 tokens ahead on node 0 delay a 10-token piece by 4 ms, not
+        // by forty times its own prefill: node 0 still.
+        let loads = [holding(400), holding(0)];
+        assert!((0..10).all(|_| d.pick(&loads, &[true, true], short) == Some(0)));
+        // 2,000 tokens ahead (20 ms) make node 1 the sooner.
+        let loads = [holding(2000), holding(0)];
+        assert_eq!(d.pick(&loads, &[true, true], short), Some(1));
+        // Node 1 idle for a while answers after its prefill alone; that
+        // does not make it look as quick once it runs sequences.
+        for _ in 0..100 {
+            d.observe_first_token(
+                1,
+                FirstToken {
+                    node_was_idle: true,
+                    ..first_token(0.001, 10.0)
+                },
+            );
+        }
+        let loads = [holding(400), holding(0)];
+        assert_eq!(d.pick(&loads, &[true, true], short), Some(0));
     }
 
     #[test]

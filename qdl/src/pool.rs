@@ -19,7 +19,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Instant;
 
-use crate::dispatch::{DispatchPolicy, Dispatcher, Held, NodeLoad};
+use crate::dispatch::{DispatchPolicy, Dispatcher, FirstToken, Held, NodeLoad};
 
 /// One sample to run: the LoadGen's response id and where its bytes are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,6 +96,11 @@ struct Outstanding<T> {
     /// When this node's first token of it came (token models), for the
     /// node's time per output token.
     first_token_at: Option<Instant>,
+    /// The prompt tokens the node had not started when the piece left,
+    /// the piece's own included, and whether it held nothing then: what
+    /// the dispatcher fits the first token against.
+    prefill_tokens: f64,
+    sent_to_idle: bool,
 }
 
 /// When a sample outstanding on a node was sent there, and when its first
@@ -278,15 +283,19 @@ impl<T: Clone> Pool<T> {
                     .filter(|_| self.first_tokens.insert(*id))
                     .map(|o| {
                         o.first_token_at = Some(now);
-                        (o.tag.clone(), o.sample.bytes, o.sent_at)
+                        let first = FirstToken {
+                            secs: now.saturating_duration_since(o.sent_at).as_secs_f64(),
+                            prompt_tokens: o.prefill_tokens,
+                            node_was_idle: o.sent_to_idle,
+                        };
+                        (o.tag.clone(), o.sample.bytes, first)
                     });
                 match tag {
-                    Some((_, bytes, sent_at)) => {
+                    Some((_, bytes, first)) => {
                         slot.completed += 1;
                         slot.started += 1;
                         slot.started_bytes += bytes;
-                        let secs = now.saturating_duration_since(sent_at).as_secs_f64();
-                        self.dispatcher.observe_first_token(node, secs);
+                        self.dispatcher.observe_first_token(node, first);
                     }
                     None => self.late_first_tokens += 1,
                 }
@@ -485,6 +494,9 @@ impl<T: Clone> Pool<T> {
             let sent_at = Instant::now();
             let slot = &mut self.nodes[node];
             slot.busy_since.get_or_insert(sent_at);
+            let sent_to_idle = slot.in_flight == 0;
+            // Token ids travel as 4-byte integers.
+            let prefill_tokens = (self.loads[node].bytes + piece_load.bytes) as f64 / 4.0;
             for s in &piece.samples {
                 slot.in_flight += 1;
                 slot.in_flight_bytes += s.bytes;
@@ -497,6 +509,8 @@ impl<T: Clone> Pool<T> {
                         tag: piece.tag.clone(),
                         sent_at,
                         first_token_at: None,
+                        prefill_tokens,
+                        sent_to_idle,
                     },
                 );
             }
