@@ -74,6 +74,10 @@ struct Cli {
     /// 3 s runs, one Server run of each policy (a smoke run).
     #[arg(long)]
     quick: bool,
+    /// Only the Server tables: no runs of a node alone, no Offline (to
+    /// try a policy change at a few loads quickly).
+    #[arg(long)]
+    server_only: bool,
 }
 
 /// The policies compared: the one before token-aware dispatch first.
@@ -314,6 +318,15 @@ fn bench(cli: &Cli) -> Result<String> {
         &[],
     )?;
     let urls = node_flags;
+    let mut all = urls(&fast, cli.nodes);
+    all.extend(urls(&slow, 1));
+    if cli.server_only {
+        let mut out = String::new();
+        for &load in &cli.server_loads {
+            out.push_str(&server_table(cli, load, &all)?);
+        }
+        return Ok(out);
+    }
 
     // Each kind of node alone, for its rate; the ideal is their sum.
     eprintln!("dispatch-bench: one fast node alone");
@@ -333,9 +346,6 @@ fn bench(cli: &Cli) -> Result<String> {
         "slow-alone",
     )?;
     let ideal = (cli.nodes - 1) as f64 * fast_alone.tokens_per_s + slow_alone.tokens_per_s;
-
-    let mut all = urls(&fast, cli.nodes);
-    all.extend(urls(&slow, 1));
     let mut out = String::new();
     writeln!(
         out,
