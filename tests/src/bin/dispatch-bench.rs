@@ -286,6 +286,15 @@ fn server_table(cli: &Cli, load: f64, all: &[String]) -> Result<String> {
     Ok(out)
 }
 
+/// [`server_table`] at each of `--server-loads`, in turn.
+fn server_tables(cli: &Cli, all: &[String]) -> Result<String> {
+    let mut out = String::new();
+    for &load in &cli.server_loads {
+        out.push_str(&server_table(cli, load, all)?);
+    }
+    Ok(out)
+}
+
 fn bench(cli: &Cli) -> Result<String> {
     if cli.nodes < 2 || cli.max_sequences == 0 || cli.output_tokens < 2 || cli.slow_factor < 1.0 {
         bail!(
@@ -321,11 +330,7 @@ fn bench(cli: &Cli) -> Result<String> {
     let mut all = urls(&fast, cli.nodes);
     all.extend(urls(&slow, 1));
     if cli.server_only {
-        let mut out = String::new();
-        for &load in &cli.server_loads {
-            out.push_str(&server_table(cli, load, &all)?);
-        }
-        return Ok(out);
+        return server_tables(cli, &all);
     }
 
     // Each kind of node alone, for its rate; the ideal is their sum.
@@ -383,9 +388,7 @@ fn bench(cli: &Cli) -> Result<String> {
             (m.tokens_per_s / offline[0].tokens_per_s - 1.0) * 100.0
         )?;
     }
-    for &load in &cli.server_loads {
-        out.push_str(&server_table(cli, load, &all)?);
-    }
+    out.push_str(&server_tables(cli, &all)?);
     drop((fast, slow));
     if !cli.scaling.is_empty() {
         out.push_str(&cpu_scaling(cli, &cli.scaling)?);
