@@ -258,6 +258,10 @@ pub struct QdlRecord {
     /// records older than it).
     #[serde(default)]
     pub dispatch: String,
+    /// Samples taken back from nodes still connected and cancelled there
+    /// (token models), so they stopped generating them.
+    #[serde(default)]
+    pub cancelled: u64,
 }
 
 /// The rules' Datacenter bandwidth requirement at the run's throughput,

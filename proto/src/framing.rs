@@ -161,6 +161,7 @@ mod tests {
                     data: Bytes::from(vec![5u8; 20_000]),
                     ..Default::default()
                 }],
+                ..Default::default()
             })),
         };
         let buffers = encode_buffers(&request);

@@ -46,9 +46,13 @@ pub mod pb {
 pub use benchmark::{Benchmark, Direction};
 
 /// The protocol version of this package. Version 2 added first-token
-/// messages and `n_tokens` (token latencies): a version-1 peer would miss
-/// them silently, so the versions refuse each other by name instead.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// messages and `n_tokens` (token latencies); version 3 token progress
+/// (`CompletionBatch.tokens_generated`), cancels (`Query.cancel`,
+/// `Completion.cancelled`) and `NodeInfo.concurrent_sequences`. A peer of
+/// another version would miss them silently (a version-2 node sends no
+/// progress, so its long answers would look stuck), so the versions refuse
+/// each other by name instead.
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// The QUIC application protocol (ALPN) of this version.
 pub const ALPN: &[u8] = b"netdiv/1";

@@ -184,6 +184,16 @@ pub fn declined_completion(response_id: u64, reason: impl Into<String>) -> pb::C
     }
 }
 
+/// The answer to a sample the client cancelled (`Query.cancel`): the
+/// node dropped it unrun or part run.
+pub fn cancelled_completion(response_id: u64) -> pb::Completion {
+    pb::Completion {
+        response_id,
+        cancelled: true,
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

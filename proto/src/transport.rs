@@ -98,6 +98,15 @@ pub const QUIC_MAX_CONCURRENT_STREAMS: u32 = 1 << 16;
 /// packet delays only the queries of its stream.
 pub const QUIC_QUERY_STREAMS: usize = 4;
 
+/// Token models: how often at most a query stream holding unanswered
+/// samples tells the QDL that the node's token count grew
+/// (`CompletionBatch.tokens_generated`). The QDL's node timeout must be a
+/// few of these long ([`MIN_TOKEN_NODE_TIMEOUT`]).
+pub const TOKEN_PROGRESS_INTERVAL: Duration = Duration::from_millis(500);
+/// The shortest node timeout the QDL takes for a token model: four
+/// progress intervals, so a late message or two does not fail a node.
+pub const MIN_TOKEN_NODE_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// How long the QDL waits for a node to resolve, connect, or answer Name
 /// or Info.
 pub const RPC_TIMEOUT: Duration = Duration::from_secs(10);

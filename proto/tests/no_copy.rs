@@ -60,6 +60,7 @@ fn unet_query() -> pb::Query {
             data: Bytes::from(vec![3u8; 132 << 20]),
             ..Default::default()
         }],
+        ..Default::default()
     }
 }
 

@@ -46,6 +46,11 @@ pub const WARMUP_SHARE: f64 = 0.125;
 /// run may well run more.
 pub const RUNS_SETTLE_FIRST_TOKENS: u64 = 256;
 
+/// How much faster per sequence than a node another must be for
+/// [`Dispatcher::leaves_for_faster`] to count it: equal nodes measured a
+/// little apart do not hold work back from each other.
+pub const FASTER_BY: f64 = 1.1;
+
 /// What a node holds, as the policies weigh it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NodeLoad {
@@ -151,6 +156,10 @@ pub struct Dispatcher {
     /// picks by it: a node with longer steps (slower, or busier) shows it
     /// here first.
     first_tokens: Vec<FirstTokenFit>,
+    /// Each node's window is what it runs at once (its Info said so): no
+    /// node queues what it is sent, so neither the share of a window nor
+    /// the count of sequences seen running limits a node.
+    capacity_windows: bool,
 }
 
 /// How long a node held what it answered, for [`Dispatcher::observe`].
@@ -178,9 +187,20 @@ impl Dispatcher {
             speeds: vec![RateEstimate::default(); nodes],
             pick_speeds: vec![1.0; nodes],
             first_tokens: vec![FirstTokenFit::default(); nodes],
+            capacity_windows: false,
         };
         dispatcher.refresh();
         dispatcher
+    }
+
+    /// Each node's window is now what it runs side by side: every node
+    /// fills its whole window from the start (a share of it would hold an
+    /// Offline run's first answers to a fraction of the nodes' sequences,
+    /// for minutes when answers are long), and none is taken for a node
+    /// that would queue.
+    pub fn windows_are_capacity(&mut self) {
+        self.capacity_windows = true;
+        self.refresh();
     }
 
     /// `node` answered `done`, having held work as `held` says.
@@ -241,6 +261,10 @@ impl Dispatcher {
             return;
         }
         self.refresh_speeds();
+        if self.capacity_windows {
+            self.shares.fill(1.0);
+            return;
+        }
         let fastest = self
             .rates
             .iter()
@@ -280,6 +304,44 @@ impl Dispatcher {
                 }
             })
         }
+    }
+
+    /// The end of a bulk (Offline) query: whether `node` should leave the
+    /// next sample to nodes faster per sequence than itself, because they
+    /// would finish every sample still queued (`queued`, this one
+    /// included) and then this one sooner than `node` would finish it
+    /// alone. Under a long queue a slower node takes its share (it adds
+    /// to the fleet's rate); near the end it stops taking samples that
+    /// would outlast the fast nodes' work. Speeds are per sequence, so
+    /// the answers' unknown length cancels: the queue over the faster
+    /// nodes' summed capacity times speed, plus one over the fastest
+    /// speed, against one over this node's speed. Only with windows sized
+    /// by the nodes' sequences (`capacities`), under the token-aware
+    /// policy, once speeds are measured.
+    pub fn leaves_for_faster(
+        &self,
+        node: usize,
+        healthy: &[bool],
+        capacities: &[u64],
+        queued: u64,
+    ) -> bool {
+        if !self.capacity_windows || self.policy != DispatchPolicy::Tokens {
+            return false;
+        }
+        let Some(own) = self.speeds[node].rate() else {
+            return false;
+        };
+        let (mut fleet, mut fastest) = (0.0, 0.0f64);
+        for (j, speed) in self.speeds.iter().enumerate() {
+            let Some(speed) = speed.rate().filter(|&s| s > own * FASTER_BY) else {
+                continue;
+            };
+            if j != node && healthy[j] {
+                fleet += capacities[j] as f64 * speed;
+                fastest = fastest.max(speed);
+            }
+        }
+        fleet > 0.0 && queued as f64 / fleet + 1.0 / fastest < 1.0 / own
     }
 
     fn random_below(&mut self, n: usize) -> usize {
@@ -345,7 +407,10 @@ impl Dispatcher {
                 self.next = self.next.wrapping_add(1);
                 let speeds = &self.pick_speeds;
                 let room = fleet_runs + u64::from(!settled);
-                let queues = |i: usize| fleet_runs > 0 && loads[i].samples + piece.samples > room;
+                let capacity_windows = self.capacity_windows;
+                let queues = |i: usize| {
+                    !capacity_windows && fleet_runs > 0 && loads[i].samples + piece.samples > room
+                };
                 let finish = |i: usize| (loads[i].work() + piece.work()) / speeds[i];
                 let first_token = self.first_token_estimates(loads, piece);
                 candidates[start..]

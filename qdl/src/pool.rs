@@ -118,6 +118,11 @@ struct NodeSlot<T> {
     /// Completions and first tokens counted from this node, for progress
     /// checks (a long LLM answer shows life by its first token).
     completed: u64,
+    /// Times the node's token count (token models) was seen to change: a
+    /// node streaming long answers shows life between completions.
+    token_progress: u64,
+    /// The node's token count as it last said it.
+    tokens_seen: u64,
     in_flight: u64,
     in_flight_bytes: u64,
     /// Of `in_flight`, samples whose first token came: running on the
@@ -157,6 +162,8 @@ impl<T> NodeSlot<T> {
         self.started = 0;
         self.started_bytes = 0;
         self.busy_since = None;
+        // A node that comes back may have restarted, its count from 0.
+        self.tokens_seen = 0;
         self.outstanding.drain().map(|(_, o)| o).collect()
     }
 }
@@ -175,8 +182,12 @@ pub struct AllNodesFailed {
 pub struct Pool<T> {
     nodes: Vec<NodeSlot<T>>,
     pending: VecDeque<Piece<T>>,
+    /// Samples in `pending`, kept as they come and go (a pump per answer
+    /// must not walk an Offline query's queue).
+    pending_samples: u64,
     dispatcher: Dispatcher,
-    window: Window,
+    /// Each node's window (all alike unless set per node).
+    windows: Vec<Window>,
     /// Samples taken back from failed or declining nodes, in total.
     requeued: u64,
     /// Sequence number of the next piece sent.
@@ -186,9 +197,14 @@ pub struct Pool<T> {
     /// First tokens dropped: from a node that did not hold the sample, or
     /// a second one for a sample.
     late_first_tokens: u64,
+    /// The last query larger than every node's window together (an
+    /// Offline query): its end is shared by [`Dispatcher::leaves_for_faster`].
+    bulk_query: Option<u64>,
     /// Scratch for `pump`, kept to avoid allocating per decision.
     loads: Vec<NodeLoad>,
     open: Vec<bool>,
+    healthy: Vec<bool>,
+    capacities: Vec<u64>,
 }
 
 impl<T: Clone> Pool<T> {
@@ -200,6 +216,8 @@ impl<T: Clone> Pool<T> {
                 .map(|_| NodeSlot {
                     failure: None,
                     completed: 0,
+                    token_progress: 0,
+                    tokens_seen: 0,
                     in_flight: 0,
                     in_flight_bytes: 0,
                     started: 0,
@@ -209,15 +227,36 @@ impl<T: Clone> Pool<T> {
                 })
                 .collect(),
             pending: VecDeque::new(),
+            pending_samples: 0,
             dispatcher: Dispatcher::new(policy, node_count, seed),
-            window,
+            windows: vec![window; node_count],
             requeued: 0,
             next_piece_seq: 0,
             first_tokens: HashSet::new(),
             late_first_tokens: 0,
+            bulk_query: None,
             loads: vec![NodeLoad::default(); node_count],
             open: vec![false; node_count],
+            healthy: vec![false; node_count],
+            capacities: vec![0; node_count],
         }
+    }
+
+    /// Token models whose nodes said how many sequences each runs side by
+    /// side: each node's window is that many samples (or the window set
+    /// at start, if smaller), so what a node cannot start waits here,
+    /// where it can still go to any node; and the dispatcher knows no
+    /// node queues what it is sent.
+    pub fn size_windows_by_sequences(&mut self, sequences: &[u64]) {
+        for (window, &n) in self.windows.iter_mut().zip(sequences) {
+            window.samples = window.samples.min(n.max(1));
+        }
+        self.dispatcher.windows_are_capacity();
+    }
+
+    /// Each node's window, in node order.
+    pub fn windows(&self) -> &[Window] {
+        &self.windows
     }
 
     /// Queues pieces and returns what can be sent now; an error once no
@@ -226,7 +265,16 @@ impl<T: Clone> Pool<T> {
         &mut self,
         pieces: impl IntoIterator<Item = Piece<T>>,
     ) -> Result<Vec<SendTo<T>>, AllNodesFailed> {
-        self.pending.extend(pieces);
+        let before = self.pending_samples;
+        for piece in pieces {
+            self.pending_samples += piece.samples.len() as u64;
+            self.pending.push_back(piece);
+        }
+        let fleet: u64 = self.windows.iter().map(|w| w.samples).sum();
+        let added = self.pending_samples - before;
+        if let Some(last) = self.pending.back().filter(|_| added > fleet) {
+            self.bulk_query = Some(last.query_id);
+        }
         self.pump_or_fail()
     }
 
@@ -304,6 +352,23 @@ impl<T: Clone> Pool<T> {
             .collect()
     }
 
+    /// `node` says it has generated `tokens_generated` tokens since it
+    /// started: if the count moved, the node is alive (for the
+    /// watchdog), whatever its answers' length.
+    pub fn token_progress(&mut self, node: usize, tokens_generated: u64) {
+        let slot = &mut self.nodes[node];
+        if slot.failure.is_none() && slot.tokens_seen != tokens_generated {
+            slot.tokens_seen = tokens_generated;
+            slot.token_progress += 1;
+        }
+    }
+
+    /// The samples outstanding on `node`: what it must be told to drop
+    /// before they are taken back from it.
+    pub fn outstanding_ids(&self, node: usize) -> Vec<u64> {
+        self.nodes[node].outstanding.keys().copied().collect()
+    }
+
     /// First tokens dropped so far: late (their node no longer held the
     /// sample) or a second one for a sample.
     pub fn late_first_tokens(&self) -> u64 {
@@ -362,6 +427,7 @@ impl<T: Clone> Pool<T> {
     /// Gives up on everything queued or outstanding (no node is left) and
     /// returns the tags of what was given up, one per piece or sample.
     pub fn strand(&mut self) -> Vec<T> {
+        self.pending_samples = 0;
         let mut tags: Vec<T> = self.pending.drain(..).map(|p| p.tag).collect();
         for slot in &mut self.nodes {
             tags.extend(slot.take_all().into_iter().map(|o| o.tag));
@@ -390,11 +456,15 @@ impl<T: Clone> Pool<T> {
         self.nodes[node].failure.is_none()
     }
 
-    /// A healthy node's samples in flight and completions so far, for a
-    /// watchdog to tell a busy node from a stuck one; `None` once failed.
+    /// A healthy node's samples in flight, and a count that grows with
+    /// every sign of progress (completions, first tokens, its token count
+    /// moving), for a watchdog to tell a busy node from a stuck one;
+    /// `None` once failed.
     pub fn progress(&self, node: usize) -> Option<(u64, u64)> {
         let n = &self.nodes[node];
-        n.failure.is_none().then_some((n.in_flight, n.completed))
+        n.failure
+            .is_none()
+            .then_some((n.in_flight, n.completed + n.token_progress))
     }
 
     /// Samples sent to `node` and not yet completed, and those it
@@ -416,7 +486,7 @@ impl<T: Clone> Pool<T> {
 
     /// Samples waiting for room on a node.
     pub fn queued(&self) -> usize {
-        self.pending.iter().map(|p| p.samples.len()).sum()
+        self.pending_samples as usize
     }
 
     fn failures(&self) -> String {
@@ -461,6 +531,7 @@ impl<T: Clone> Pool<T> {
             }
         }
         for (_, p) in pieces.into_iter().rev() {
+            self.pending_samples += p.samples.len() as u64;
             self.pending.push_front(p);
         }
     }
@@ -473,21 +544,43 @@ impl<T: Clone> Pool<T> {
             let shares = self.dispatcher.window_shares();
             for (i, n) in self.nodes.iter().enumerate() {
                 self.loads[i] = n.load();
-                self.open[i] = n.failure.is_none()
-                    && self
-                        .window
+                self.healthy[i] = n.failure.is_none();
+                self.capacities[i] = self.windows[i].samples;
+                self.open[i] = self.healthy[i]
+                    && self.windows[i]
                         .scaled(shares[i])
                         .has_room(n.in_flight, n.in_flight_bytes);
             }
+            let bulk = self.bulk_query == Some(next.query_id);
             let piece_load = NodeLoad {
                 samples: next.samples.len() as u64,
                 bytes: next.samples.iter().map(|s| s.bytes).sum(),
                 started: 0,
             };
-            let Some(node) = self.dispatcher.pick(&self.loads, &self.open, piece_load) else {
+            let node = loop {
+                let Some(node) = self.dispatcher.pick(&self.loads, &self.open, piece_load) else {
+                    break None;
+                };
+                // The end of an Offline query: a slower node leaves what
+                // the faster ones would finish sooner.
+                if bulk
+                    && self.dispatcher.leaves_for_faster(
+                        node,
+                        &self.healthy,
+                        &self.capacities,
+                        self.pending_samples,
+                    )
+                {
+                    self.open[node] = false;
+                    continue;
+                }
+                break Some(node);
+            };
+            let Some(node) = node else {
                 break; // Backpressure: wait for a completion to free room.
             };
             let piece = self.pending.pop_front().expect("checked non-empty");
+            self.pending_samples -= piece.samples.len() as u64;
             let piece_seq = self.next_piece_seq;
             self.next_piece_seq += 1;
             // One clock read per piece; the caller sends it right after.
@@ -567,6 +660,63 @@ mod tests {
         assert_eq!(sends.len(), 1);
         assert_eq!(ids(&sends[0]), vec![4]);
         assert_eq!(p.in_flight(), 4);
+    }
+
+    #[test]
+    fn a_moving_token_count_is_progress_and_a_still_one_is_not() {
+        let mut p = pool(2, 100);
+        let node = p.submit([piece(1, 0..2)]).unwrap()[0].node;
+        let (held, at_start) = p.progress(node).unwrap();
+        assert_eq!(held, 2);
+        p.token_progress(node, 500);
+        let (_, moved) = p.progress(node).unwrap();
+        assert!(moved > at_start, "a count that moved is progress");
+        p.token_progress(node, 500);
+        assert_eq!(p.progress(node).unwrap().1, moved, "the same count is none");
+        // Failed and back (perhaps restarted, its count from 0 again):
+        // what it said before is forgotten, and a low count still moves.
+        let mut ids = p.outstanding_ids(node);
+        ids.sort_unstable();
+        assert_eq!(ids, [0, 1], "what the node must be told to drop");
+        p.fail(node, "stuck").unwrap();
+        assert!(p.outstanding_ids(node).is_empty());
+        assert_eq!(p.progress(node), None);
+        p.rejoin(node);
+        let before = p.progress(node).unwrap().1;
+        p.token_progress(node, 3);
+        assert!(p.progress(node).unwrap().1 > before);
+    }
+
+    #[test]
+    fn windows_sized_by_sequences_hold_the_rest_in_the_pool() {
+        // Two nodes running 2 and 3 sequences, under a window of 100:
+        // under the token policy (shares of a window at first) each still
+        // fills what it runs, and no more.
+        let mut p: Pool<u8> = Pool::new(
+            2,
+            DispatchPolicy::Tokens,
+            Window {
+                samples: 100,
+                bytes: u64::MAX,
+            },
+            1,
+        );
+        p.size_windows_by_sequences(&[2, 3]);
+        assert_eq!(
+            p.windows().iter().map(|w| w.samples).collect::<Vec<_>>(),
+            [2, 3]
+        );
+        let sends = p.submit((0..8).map(|id| piece(1, id..id + 1))).unwrap();
+        let mut per_node = [0, 0];
+        for s in &sends {
+            per_node[s.node] += s.piece.samples.len();
+        }
+        assert_eq!(per_node, [2, 3]);
+        assert_eq!(p.queued(), 3, "the rest waits where any node can take it");
+        // One answer frees one sequence: one more goes, to that node.
+        let (_, sends) = p.complete(0, &[ids(&sends[0])[0]]);
+        assert_eq!(sends.len(), 1);
+        assert_eq!((sends[0].node, p.queued()), (0, 2));
     }
 
     #[test]

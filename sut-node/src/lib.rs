@@ -6,6 +6,7 @@
 //! sends exactly one completion per sample back.
 //!
 //! It owns transports' servers ([`server`]), the node core ([`node`]),
+//! where answers go and how clients cancel ([`reply`]),
 //! batching ([`batcher`]), backends ([`backend`]), TLS ([`tls`]), what
 //! the node reports about itself ([`nic`]), a CPU wake-up latency request
 //! for the host ([`cpu_latency`]), readiness for systemd
@@ -28,5 +29,6 @@ pub mod nic;
 pub mod node;
 pub mod notify;
 pub mod ready;
+pub mod reply;
 pub mod server;
 pub mod tls;

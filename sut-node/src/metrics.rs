@@ -28,6 +28,8 @@ pub struct NodeMetrics {
     samples_completed: Counter,
     first_tokens: Counter,
     declined: Counter,
+    cancelled: Counter,
+    tokens_generated: Counter,
     sample_errors: Counter,
     in_flight: Gauge,
     batch_size: Histogram,
@@ -47,6 +49,8 @@ impl Default for NodeMetrics {
             samples_completed: Counter::default(),
             first_tokens: Counter::default(),
             declined: Counter::default(),
+            cancelled: Counter::default(),
+            tokens_generated: Counter::default(),
             sample_errors: Counter::default(),
             in_flight: Gauge::default(),
             // 1, 2, 4, ... 4096 samples.
@@ -115,6 +119,16 @@ impl NodeMetrics {
             m.declined.clone(),
         );
         registry.register(
+            "cancelled",
+            "Samples dropped because their client cancelled them or left (token benchmarks)",
+            m.cancelled.clone(),
+        );
+        registry.register(
+            "tokens_generated",
+            "Tokens generated, of all samples (token benchmarks)",
+            m.tokens_generated.clone(),
+        );
+        registry.register(
             "sample_errors",
             "Samples answered with an error (bad input, backend or engine failure)",
             m.sample_errors.clone(),
@@ -173,7 +187,9 @@ impl NodeMetrics {
     /// An answer is sent: counted by what it is.
     pub fn answer(&self, message: &pb::Completion) {
         self.answer_bytes_out.inc_by(message.data.len() as u64);
-        if message.first_token {
+        if message.cancelled {
+            // Counted by `cancelled`, sent or not.
+        } else if message.first_token {
             self.first_tokens.inc();
         } else if message.retryable {
             self.declined.inc();
@@ -182,6 +198,16 @@ impl NodeMetrics {
         } else {
             self.samples_completed.inc();
         }
+    }
+
+    /// A sample was dropped: its client cancelled it or left.
+    pub fn cancelled(&self) {
+        self.cancelled.inc();
+    }
+
+    /// The backend generated `tokens` more tokens.
+    pub fn tokens(&self, tokens: u64) {
+        self.tokens_generated.inc_by(tokens);
     }
 
     /// The node now holds `samples`.

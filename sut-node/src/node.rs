@@ -12,11 +12,11 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use netdiv_proto::codec::Codec;
 use netdiv_proto::sample::{
-    accept_sample, completion, declined_completion, failed_completion, first_token_message,
-    token_completion,
+    accept_sample, cancelled_completion, completion, declined_completion, failed_completion,
+    first_token_message, token_completion,
 };
 use netdiv_proto::{pb, Benchmark, Direction};
-use tokio::sync::{mpsc::UnboundedSender, watch};
+use tokio::sync::watch;
 
 use crate::backend::device::{BatchDevice, Device, DeviceEvent, DeviceQueue, Sink};
 use crate::backend::llm::LlmBackend;
@@ -24,10 +24,8 @@ use crate::backend::{check_benchmark, Backend, BackendConfig, BackendError};
 use crate::batcher::BatchPolicy;
 use crate::limits::Limits;
 use crate::metrics::NodeMetrics;
-
-/// Where a sample's completion goes: the stream it arrived on. For token
-/// models its first token goes there too, before the completion.
-pub type ReplyTo = UnboundedSender<pb::Completion>;
+use crate::reply::Cancel;
+pub use crate::reply::ReplyTo;
 
 /// What the node is configured to do, independent of transports.
 #[derive(Clone, Debug)]
@@ -47,16 +45,41 @@ pub struct NodeSettings {
 }
 
 /// One accepted sample on its way through a device: its decoded input,
-/// and where its answer goes.
+/// where its answer goes, and (token samples) its cancel flag.
 pub struct WorkItem {
     response_id: u64,
     data: Bytes,
     reply: ReplyTo,
+    cancel: Option<Cancel>,
 }
 
 impl AsRef<[u8]> for WorkItem {
     fn as_ref(&self) -> &[u8] {
         &self.data
+    }
+}
+
+impl crate::backend::device::Work for WorkItem {
+    fn cancelled(&self) -> bool {
+        self.cancel.as_ref().is_some_and(Cancel::is_set) || self.reply.is_closed()
+    }
+
+    fn until_cancelled(
+        &self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'static>> {
+        let closed = self.reply.closed();
+        let cancel = self.cancel.clone();
+        Box::pin(async move {
+            match cancel {
+                Some(cancel) => {
+                    tokio::select! {
+                        _ = cancel.wait() => {}
+                        _ = closed => {}
+                    }
+                }
+                None => closed.await,
+            }
+        })
     }
 }
 
@@ -72,6 +95,9 @@ pub struct Node {
     /// Set by `stop_devices`: token sequences still running are dropped.
     stopped: AtomicBool,
     in_flight: AtomicU64,
+    /// Tokens generated since start, for all samples: what query streams
+    /// report as the node's token progress.
+    tokens_generated: AtomicU64,
     /// Decoded bytes of the samples in flight.
     held_bytes: AtomicU64,
     idle: watch::Sender<u64>,
@@ -126,6 +152,7 @@ impl Node {
             accepting: AtomicBool::new(true),
             stopped: AtomicBool::new(false),
             in_flight: AtomicU64::new(0),
+            tokens_generated: AtomicU64::new(0),
             held_bytes: AtomicU64::new(0),
             idle: watch::channel(0).0,
             batches_run: AtomicU64::new(0),
@@ -175,11 +202,15 @@ impl Node {
         &self.metrics
     }
 
+    /// Tokens generated since start, for all samples of all clients.
+    pub fn tokens_generated(&self) -> u64 {
+        self.tokens_generated.load(Ordering::Relaxed)
+    }
+
     /// Sends one answer, counted by what it is.
     fn answer(&self, reply: &ReplyTo, message: pb::Completion) {
         self.metrics.answer(&message);
-        // A closed stream means the client left; nothing to answer.
-        let _ = reply.send(message);
+        reply.send(message);
     }
 
     /// Sends what a device produced to the sample's connection.
@@ -219,13 +250,33 @@ impl Node {
                 self.answer(&item.reply, failed_completion(item.response_id, message));
                 self.finish_one(&item);
             }
+            DeviceEvent::Tokens { count } => self.count_tokens(count),
+            DeviceEvent::Cancelled { item } => {
+                tracing::debug!(
+                    node = %self.settings.name,
+                    response_id = item.response_id,
+                    "sample cancelled by its client"
+                );
+                self.metrics.cancelled();
+                if !item.reply.is_closed() {
+                    self.answer(&item.reply, cancelled_completion(item.response_id));
+                }
+                self.finish_one(&item);
+            }
             DeviceEvent::Step { sequences } => {
+                self.count_tokens(sequences);
                 self.batches_run.fetch_add(1, Ordering::Relaxed);
                 self.largest_batch
                     .fetch_max(sequences as u32, Ordering::Relaxed);
                 self.metrics.batch(sequences, None);
             }
         }
+    }
+
+    fn count_tokens(&self, tokens: usize) {
+        self.tokens_generated
+            .fetch_add(tokens as u64, Ordering::Relaxed);
+        self.metrics.tokens(tokens as u64);
     }
 
     fn count_batch(&self, samples: usize, seconds: Option<f64>) {
@@ -238,6 +289,9 @@ impl Node {
     }
 
     fn finish_one(&self, item: &WorkItem) {
+        if item.cancel.is_some() {
+            item.reply.release(item.response_id);
+        }
         self.held_bytes
             .fetch_sub(item.data.len() as u64, Ordering::AcqRel);
         let left = self.in_flight.fetch_sub(1, Ordering::AcqRel) - 1;
@@ -250,7 +304,19 @@ impl Node {
     /// Accepts one query. Every sample gets exactly one completion on
     /// `reply`: its output, or an error naming why it was refused. Returns
     /// the number of samples.
+    /// A query that cancels (`Query.cancel`) flags the token samples this
+    /// stream still holds; their devices drop them and each gets a
+    /// `cancelled` completion.
     pub fn submit_query(&self, query: pb::Query, reply: &ReplyTo) -> usize {
+        if !query.cancel.is_empty() {
+            let held = reply.cancel(&query.cancel);
+            tracing::debug!(
+                node = %self.settings.name,
+                asked = query.cancel.len(),
+                held,
+                "client cancels samples"
+            );
+        }
         let count = query.samples.len();
         let bytes = query.samples.iter().map(|s| s.data.len()).sum();
         self.metrics.query(count, bytes);
@@ -297,10 +363,16 @@ impl Node {
                     }
                     let held = self.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
                     self.metrics.set_in_flight(held);
+                    let cancel = self
+                        .settings
+                        .benchmark
+                        .uses_token_latencies()
+                        .then(|| reply.hold(input.response_id));
                     let item = WorkItem {
                         response_id: input.response_id,
                         data: input.data,
                         reply: reply.clone(),
+                        cancel,
                     };
                     if let Err(refused) = queue.send(item) {
                         self.finish_one(&refused.0);
@@ -395,6 +467,7 @@ impl Node {
             host: Some(crate::nic::host()),
             hardware: Some(crate::hardware::hardware()),
             cpu_latency_us: crate::cpu_latency::held_micros(),
+            concurrent_sequences: self.device.concurrent_sequences().unwrap_or(0) as u32,
         }
     }
 }
@@ -479,9 +552,11 @@ mod tests {
     async fn every_sample_gets_exactly_one_completion() {
         let node = node("gptj");
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let tx = ReplyTo::new(tx);
         let q = pb::Query {
             query_id: 1,
             samples: vec![sample(1, b"a", 0), sample(2, b"b", 1), sample(3, b"c", 9)],
+            ..Default::default()
         };
         assert_eq!(node.submit_query(q, &tx), 3);
         let mut got = Vec::new();
@@ -504,6 +579,7 @@ mod tests {
             pb::Query {
                 query_id: 2,
                 samples: vec![sample(4, b"d", 0)],
+                ..Default::default()
             },
             &tx,
         );
@@ -522,6 +598,7 @@ mod tests {
             ("synthetic-llm", 64)
         );
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let tx = ReplyTo::new(tx);
         let prompts: Vec<Vec<u8>> = (1..=20u8).map(|i| vec![i; 4 * i as usize]).collect();
         let mut samples: Vec<pb::Sample> = prompts
             .iter()
@@ -534,6 +611,7 @@ mod tests {
             pb::Query {
                 query_id: 1,
                 samples,
+                ..Default::default()
             },
             &tx,
         );
@@ -590,10 +668,12 @@ mod tests {
             },
         );
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let tx = ReplyTo::new(tx);
         node.submit_query(
             pb::Query {
                 query_id: 1,
                 samples: vec![sample(7, &[0; 16], 0)],
+                ..Default::default()
             },
             &tx,
         );
@@ -609,6 +689,71 @@ mod tests {
         node.drained().await;
         let last = rx.try_recv().unwrap();
         assert_eq!((last.first_token, last.n_tokens), (false, 40));
+        node.stop_devices();
+    }
+
+    /// Long answers (1 ms per token, 10,000 tokens each) that the client
+    /// takes back: a cancelled sample leaves its device at once with one
+    /// `cancelled` answer, and the token count shows the node working.
+    #[tokio::test]
+    async fn a_cancelled_token_sample_is_dropped_with_one_cancelled_answer() {
+        use crate::backend::llm::LlmConfig;
+        let node = llm_node(
+            "deepseek-r1",
+            LlmConfig {
+                prefill_us_per_token: 0.0,
+                decode_us_per_token: 1000.0,
+                output_tokens: Some(10_000),
+                ..LlmConfig::default()
+            },
+        );
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let tx = ReplyTo::new(tx);
+        let samples = (1..=3).map(|id| sample(id, &[0; 16], 0)).collect();
+        node.submit_query(
+            pb::Query {
+                query_id: 1,
+                samples,
+                ..Default::default()
+            },
+            &tx,
+        );
+        for _ in 0..3 {
+            assert!(rx.recv().await.unwrap().first_token);
+        }
+        let before = node.tokens_generated();
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(node.tokens_generated() > before + 10, "no tokens counted");
+        // 2 and 3 taken back (4 was never sent): each answered once,
+        // as cancelled; 1 runs on.
+        node.submit_query(
+            pb::Query {
+                cancel: vec![2, 3, 4],
+                ..Default::default()
+            },
+            &tx,
+        );
+        let mut cancelled = Vec::new();
+        for _ in 0..2 {
+            let c = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv())
+                .await
+                .expect("cancelled within 5 s, not after the answer")
+                .unwrap();
+            assert!(
+                c.cancelled && c.data.is_empty() && c.error.is_empty(),
+                "{c:?}"
+            );
+            cancelled.push(c.response_id);
+        }
+        cancelled.sort_unstable();
+        assert_eq!(cancelled, [2, 3]);
+        assert_eq!(node.in_flight.load(Ordering::Acquire), 1);
+        // The client gone: its last sample is dropped too, unanswered.
+        drop(rx);
+        tokio::time::timeout(std::time::Duration::from_secs(5), node.drained())
+            .await
+            .expect("the last sample dropped when its client left");
+        node.begin_shutdown();
         node.stop_devices();
     }
 

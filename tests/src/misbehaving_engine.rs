@@ -15,7 +15,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -100,6 +100,16 @@ pub struct MisbehavingEngine {
     /// Where it listens.
     pub addr: SocketAddr,
     stop: Arc<AtomicBool>,
+    /// A silent engine's requests ([`MisbehavingEngine::start_silent`]).
+    silent: Option<Arc<Silent>>,
+}
+
+/// What a silent engine counts: requests it holds open without a token,
+/// and those whose client hung up (aborted them).
+#[derive(Debug, Default)]
+pub struct Silent {
+    opened: AtomicUsize,
+    hung_up: AtomicUsize,
 }
 
 impl MisbehavingEngine {
@@ -111,17 +121,41 @@ impl MisbehavingEngine {
     /// Starts it saying `version` at `/version` and `/server_info` (none:
     /// those answer 404).
     pub fn start_as(version: Option<&str>) -> Result<MisbehavingEngine> {
-        Self::serving(version, true)
+        Self::serving(version, true, None)
     }
 
     /// Starts it as a vLLM older than 0.10.2 would answer, with no version
     /// to read: `/v1/completions` streams text without token ids.
     pub fn start_text_only() -> Result<MisbehavingEngine> {
-        Self::serving(None, false)
+        Self::serving(None, false, None)
     }
 
-    fn serving(version: Option<&str>, token_ids: bool) -> Result<MisbehavingEngine> {
+    /// Starts it as a hung vLLM (`version` 0.32.0): the node's start-up
+    /// requests are answered, every other `/v1/completions` gets its
+    /// headers and then nothing, until its client hangs up — which a node
+    /// does when it aborts the request.
+    pub fn start_silent() -> Result<MisbehavingEngine> {
+        Self::serving(Some("0.32.0"), true, Some(Arc::default()))
+    }
+
+    /// A silent engine's requests so far: (held open, aborted by their
+    /// client).
+    pub fn silent_requests(&self) -> (usize, usize) {
+        self.silent.as_ref().map_or((0, 0), |s| {
+            (
+                s.opened.load(Ordering::Acquire),
+                s.hung_up.load(Ordering::Acquire),
+            )
+        })
+    }
+
+    fn serving(
+        version: Option<&str>,
+        token_ids: bool,
+        silent: Option<Arc<Silent>>,
+    ) -> Result<MisbehavingEngine> {
         let version: Option<Arc<str>> = version.map(Arc::from);
+        let counts = silent.clone();
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -133,13 +167,14 @@ impl MisbehavingEngine {
                 }
                 if let Ok(stream) = stream {
                     let version = version.clone();
+                    let silent = counts.clone();
                     std::thread::spawn(move || {
-                        let _ = serve(stream, version.as_deref(), token_ids);
+                        let _ = serve(stream, version.as_deref(), token_ids, silent.as_deref());
                     });
                 }
             }
         });
-        Ok(MisbehavingEngine { addr, stop })
+        Ok(MisbehavingEngine { addr, stop, silent })
     }
 
     /// `http://ADDR`.
@@ -157,7 +192,12 @@ impl Drop for MisbehavingEngine {
 }
 
 /// One request, one answer, then close.
-fn serve(stream: TcpStream, version: Option<&str>, token_ids: bool) -> Result<()> {
+fn serve(
+    stream: TcpStream,
+    version: Option<&str>,
+    token_ids: bool,
+    silent: Option<&Silent>,
+) -> Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut request_line = String::new();
@@ -197,7 +237,12 @@ fn serve(stream: TcpStream, version: Option<&str>, token_ids: bool) -> Result<()
             let request: Value = serde_json::from_slice(&body)?;
             let prompt = ids_of(&request["prompt"]);
             let asked = request["max_tokens"].as_u64().unwrap_or(3) as u32;
-            openai_stream(&mut out, &prompt, asked, token_ids)
+            match silent {
+                Some(silent) if prompt != [1] && prompt.len() < 512 => {
+                    hold_until_hung_up(&mut out, reader, silent)
+                }
+                _ => openai_stream(&mut out, &prompt, asked, token_ids),
+            }
         }
         "/generate" => {
             let request: Value = serde_json::from_slice(&body)?;
@@ -210,6 +255,33 @@ fn serve(stream: TcpStream, version: Option<&str>, token_ids: bool) -> Result<()
         }
         _ => respond_json(&mut out, 404, &json!({"error": {"message": "not found"}})),
     }
+}
+
+/// A silent engine's answer: headers, then nothing until the client
+/// closes its side (reading gives end of file), counted.
+fn hold_until_hung_up(
+    out: &mut TcpStream,
+    mut reader: BufReader<TcpStream>,
+    silent: &Silent,
+) -> Result<()> {
+    stream_head(out)?;
+    out.flush()?;
+    silent.opened.fetch_add(1, Ordering::AcqRel);
+    let mut byte = [0u8; 1];
+    loop {
+        match reader.read(&mut byte) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break,
+        }
+    }
+    silent.hung_up.fetch_add(1, Ordering::AcqRel);
+    Ok(())
 }
 
 /// A JSON array of token ids.

@@ -350,6 +350,7 @@ pub fn plain_query(query_id: u64, first_id: u64, inputs: &[Vec<u8>]) -> pb::Quer
                 decoded_size: 0,
             })
             .collect(),
+        ..Default::default()
     }
 }
 

@@ -62,6 +62,7 @@ async fn node_runs(benchmark: Benchmark, codec: Codec) -> Result<bool> {
     )?;
     let input = vec![7u8; 4096];
     let (reply, mut replies) = tokio::sync::mpsc::unbounded_channel();
+    let reply = sut_node::node::ReplyTo::new(reply);
     node.submit_query(
         pb::Query {
             query_id: 1,
@@ -71,6 +72,7 @@ async fn node_runs(benchmark: Benchmark, codec: Codec) -> Result<bool> {
                 codec: codec.to_proto() as i32,
                 decoded_size: input.len() as u64,
             }],
+            ..Default::default()
         },
         &reply,
     );

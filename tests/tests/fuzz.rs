@@ -163,6 +163,7 @@ fn arb_request() -> impl Strategy<Value = pb::QuicRequest> {
             Some(quic_request::Kind::Query(pb::Query {
                 query_id: id,
                 samples,
+                ..Default::default()
             }))
         }),
     ];

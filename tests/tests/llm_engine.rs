@@ -959,3 +959,107 @@ fn the_readmes_llm_example_runs_as_written() -> Result<()> {
     );
     Ok(())
 }
+
+/// A node whose engine hangs (requests accepted, not one token streamed)
+/// beside a healthy node: the QDL fails it within `--node-timeout` (2 s,
+/// plus its half-second look), cancels its samples there, and the node
+/// aborts each request at the engine (the engine sees every one hung up)
+/// while the run goes on; the healthy node (4 answers of 1.6 s at once,
+/// so the run lasts several seconds past the failure) completes every
+/// sample.
+#[test]
+fn a_node_that_streams_nothing_is_failed_in_time_and_its_requests_are_aborted() -> Result<()> {
+    let engine = MisbehavingEngine::start_silent()?;
+    let dir = test_dir("silent-engine-node")?;
+    let mut config = node_config(ANSWER_TOKENS);
+    config.openai.api = sut_node::backend::openai::api::EngineApi::Vllm;
+    config.openai.max_in_flight = 4;
+    // The node's own first-token timeout is far longer: the QDL's node
+    // timeout is what must act.
+    config.openai.first_token_timeout_s = 600.0;
+    let silent = engine_node(&dir, "silent-node", &config, &engine.url(), &[])?;
+    let healthy = Cluster::start(
+        &dir.join("healthy"),
+        "grpc",
+        &["healthy-node"],
+        &netdiv_tests::configs::llm_node(100_000.0, 4, ANSWER_TOKENS),
+        &[],
+    )?;
+    let conf = UserConf::new()
+        .set("*.Offline.target_qps", 1)
+        .set("*.Offline.min_duration", 1000)
+        .set("*.Offline.min_query_count", 16);
+    let mut extra = vec![
+        "--sut-node".to_string(),
+        format!("grpc://{}", silent.grpc.context("gRPC listener")?),
+        "--node-timeout".into(),
+        "2".into(),
+    ];
+    extra.extend(healthy.loadgen_flags());
+    let flags = llama2_prompt_flags(&dir, "Offline", &conf, (PROMPT_TOKENS, SEED, 16), &extra)?;
+    // Watch the engine while the run goes on: when its requests came, and
+    // when its client hung them up.
+    let started = Instant::now();
+    let (first_open, first_abort) = std::thread::scope(|scope| -> Result<_> {
+        let run = scope.spawn(|| loadgen(&dir, &flags, Duration::from_secs(120)));
+        let (mut opened_at, mut aborted_at) = (None, None);
+        while !run.is_finished() {
+            let (opened, hung_up) = engine.silent_requests();
+            if opened > 0 && opened_at.is_none() {
+                opened_at = Some(started.elapsed());
+            }
+            if hung_up > 0 && aborted_at.is_none() {
+                aborted_at = Some(started.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let run = run.join().expect("loadgen thread")?;
+        run.expect_success()?;
+        let record: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(run.logs.join("netdiv_run.json"))?)?;
+        let failed = record["node_changes"]
+            .as_array()
+            .context("node_changes")?
+            .iter()
+            .find(|c| c["state"] == "failed")
+            .with_context(|| format!("the silent node was never failed: {}", record["qdl"]))?
+            .clone();
+        ensure!(
+            failed["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("showed no progress for 2s"),
+            "{failed}"
+        );
+        ensure!(
+            record["qdl"]["cancelled"].as_u64() >= Some(1),
+            "nothing was cancelled: {}",
+            record["qdl"]
+        );
+        Ok((opened_at, aborted_at))
+    })?;
+    let first_open = first_open.context("the silent node's engine got no request")?;
+    let first_abort = first_abort.context("no request was aborted while the run went on")?;
+    let waited = first_abort - first_open;
+    // 2 s of silence, up to 0.5 s for the watchdog to look, the cancel's
+    // trip and the node's abort: well under 4 s on a loaded machine.
+    ensure!(
+        waited >= Duration::from_secs(2) && waited < Duration::from_secs(4),
+        "the first request was aborted {waited:?} after it reached the engine"
+    );
+    // Every request the engine held was aborted by its node, none left
+    // generating.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (opened, hung_up) = engine.silent_requests();
+        if opened == hung_up {
+            break;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "{opened} requests reached the engine, {hung_up} were aborted"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}

@@ -32,7 +32,10 @@ struct RogueNode;
 type Batches = Pin<Box<dyn Stream<Item = Result<pb::CompletionBatch, Status>> + Send>>;
 
 fn batch(completions: Vec<pb::Completion>) -> Result<pb::CompletionBatch, Status> {
-    Ok(pb::CompletionBatch { completions })
+    Ok(pb::CompletionBatch {
+        completions,
+        ..Default::default()
+    })
 }
 
 #[tonic::async_trait]

@@ -666,7 +666,7 @@ fn a_stuck_node_times_out_and_its_samples_move() -> Result<()> {
     let run = loadgen(&dir, &flags, Duration::from_secs(60))?;
     run.expect_success()?;
     ensure!(
-        run.stderr.contains("completed nothing for 1s"),
+        run.stderr.contains("showed no progress for 1s"),
         "the stuck node was not timed out:\n{}",
         run.stderr
     );

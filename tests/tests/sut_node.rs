@@ -75,12 +75,15 @@ async fn grpc_round_trip_name_info_health_and_infer() {
     let mut client = grpc_client(&node, ClientCert::None).await.unwrap();
     let name = client
         .name(pb::NameRequest {
-            protocol_version: 2,
+            protocol_version: netdiv_proto::PROTOCOL_VERSION,
         })
         .await
         .unwrap()
         .into_inner();
-    assert_eq!((name.name.as_str(), name.protocol_version), ("grpc-a", 2));
+    assert_eq!(
+        (name.name.as_str(), name.protocol_version),
+        ("grpc-a", netdiv_proto::PROTOCOL_VERSION)
+    );
     let info = client.info(pb::InfoRequest {}).await.unwrap().into_inner();
     assert_eq!(
         (
@@ -88,7 +91,7 @@ async fn grpc_round_trip_name_info_health_and_infer() {
             info.backend.as_str(),
             info.protocol_version
         ),
-        ("grpc-a", "synthetic", 2)
+        ("grpc-a", "synthetic", netdiv_proto::PROTOCOL_VERSION)
     );
     assert_eq!(info.cpu_latency_us, None, "no --cpu-latency-us was given");
 
@@ -179,7 +182,7 @@ async fn quic_round_trip_and_grpc_over_tls() {
     let r = quic_request(
         &conn,
         quic_request::Kind::Name(pb::NameRequest {
-            protocol_version: 2,
+            protocol_version: netdiv_proto::PROTOCOL_VERSION,
         }),
     )
     .await
@@ -263,6 +266,7 @@ async fn lz4_inputs_and_responses_round_trip() {
             codec: pb::Codec::Lz4 as i32,
             decoded_size: raw.len() as u64,
         }],
+        ..Default::default()
     };
     let got = grpc_infer(&node, ClientCert::None, vec![query])
         .await
@@ -340,6 +344,7 @@ async fn bad_samples_get_per_sample_errors_and_the_node_keeps_serving() {
             sample(3, codec::encode(Codec::Lz4, b"hello"), 1, 5),
             sample(4, vec![1], 42, 0),
         ],
+        ..Default::default()
     };
     let mut got = grpc_infer(&node, ClientCert::None, vec![query])
         .await
@@ -457,6 +462,7 @@ async fn malformed_quic_frames_and_corrupt_lz4_are_refused_per_stream() {
                 decoded_size: 0,
             },
         ],
+        ..Default::default()
     };
     let mut got = quic_query(&conn, query).await.unwrap();
     got.sort_by_key(|c| c.response_id);
@@ -911,6 +917,7 @@ async fn llama2_70b_refuses_lz4_and_ragged_prompts_per_sample() {
                 decoded_size: 0,
             },
         ],
+        ..Default::default()
     };
     // Two errors, and a first token and a completion for the good one.
     let mut got = grpc_messages(&node, ClientCert::None, vec![query], 4)

@@ -483,8 +483,10 @@ pub struct NetworkArgs {
     /// nodes evenly loaded to the end of an Offline run.
     #[arg(long, value_name = "N", default_value_t = qdl::defaults::MAX_PIECE_SAMPLES)]
     pub max_piece_samples: usize,
-    /// Seconds a node may hold samples without completing any before it is
-    /// treated as failed and its samples go to the others (0: never).
+    /// Seconds a node may hold samples without any sign of progress (a
+    /// completion, a first token, or for LLMs a token streamed) before it
+    /// is treated as failed, its samples cancelled there and sent to the
+    /// others (0: never). At least 2 for LLM benchmarks.
     #[arg(long, value_name = "SECONDS", default_value_t = Seconds(qdl::defaults::NODE_TIMEOUT))]
     pub node_timeout: Seconds,
     /// Leave a failed node out for the rest of the run instead of

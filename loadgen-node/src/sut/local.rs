@@ -46,7 +46,7 @@ impl LocalNodeSut {
         let current = responder.clone();
         let completed = counters.clone();
         let benchmark = *store.benchmark();
-        let feed = Arc::new(Feed::new(node, reply, &benchmark));
+        let feed = Arc::new(Feed::new(node, ReplyTo::new(reply), &benchmark));
         let releases = feed.clone();
         let drainer = std::thread::Builder::new()
             .name("local-completions".into())
@@ -251,6 +251,7 @@ impl Feed {
                 pb::Query {
                     query_id: 0,
                     samples: query,
+                    ..Default::default()
                 },
                 reply,
             );

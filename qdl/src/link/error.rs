@@ -134,8 +134,12 @@ pub enum LinkError {
         /// Samples sent on the stream and not yet answered.
         unanswered: usize,
     },
-    /// The node held samples and completed none for too long.
-    #[error("it completed nothing for {after:?} while holding samples")]
+    /// The node held samples and showed no progress for too long: no
+    /// completion, no first token, no token streamed.
+    #[error(
+        "it showed no progress for {after:?} while holding samples (no completion, \
+         no first token, no token streamed)"
+    )]
     Stuck {
         /// How long it made no progress.
         after: Duration,

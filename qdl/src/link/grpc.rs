@@ -116,7 +116,14 @@ impl GrpcLink {
         let reader = tokio::spawn(async move {
             loop {
                 match completions.message().await {
-                    Ok(Some(batch)) => events.completions(node, batch.completions),
+                    Ok(Some(batch)) => {
+                        if batch.tokens_generated > 0 {
+                            events.token_progress(node, batch.tokens_generated);
+                        }
+                        if !batch.completions.is_empty() {
+                            events.completions(node, batch.completions);
+                        }
+                    }
                     Ok(None) => {
                         events.failed(node, LinkError::InferEnded);
                         break;
@@ -158,6 +165,14 @@ impl GrpcLink {
         if let Some(tx) = &*self.queries.lock().unwrap_or_else(|e| e.into_inner()) {
             let _ = tx.send(query);
         }
+    }
+
+    /// Cancels samples at the node, on the one stream they all went on.
+    pub fn cancel(&self, ids: &[u64]) {
+        self.send(pb::Query {
+            cancel: ids.to_vec(),
+            ..Default::default()
+        });
     }
 
     /// Opens the Infer stream with `queries` as its request body, and

@@ -22,6 +22,9 @@ use crate::tls::ClientTls;
 pub(crate) trait LinkEvents: Send + Sync + 'static {
     /// Completions (outputs or per-sample errors) arrived from `node`.
     fn completions(&self, node: usize, completions: Vec<pb::Completion>);
+    /// `node` says it has generated `tokens_generated` tokens since it
+    /// started (token models): a sign of life between completions.
+    fn token_progress(&self, node: usize, tokens_generated: u64);
     /// The connection to `node` is unusable.
     fn failed(&self, node: usize, error: LinkError);
     /// `node` refused a whole query as malformed: retrying cannot help.
@@ -120,6 +123,21 @@ impl Link {
         match self {
             Link::Grpc(l) => l.close().await,
             Link::Quic(l) => l.close().await,
+        }
+    }
+
+    /// Asks the node to drop samples it was sent on this connection (their
+    /// node is failed, or the run ends): it aborts them at its engine and
+    /// answers each with a `cancelled` completion, which the pool drops
+    /// as late. Without waiting; a closed connection has cancelled them
+    /// already.
+    pub fn cancel(&self, ids: &[u64]) {
+        if ids.is_empty() {
+            return;
+        }
+        match self {
+            Link::Grpc(l) => l.cancel(ids),
+            Link::Quic(l) => l.cancel(ids),
         }
     }
 

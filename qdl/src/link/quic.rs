@@ -313,6 +313,44 @@ impl QuicLink {
         self.conn.close(0u32.into(), b"done");
     }
 
+    /// Cancels samples at the node: one cancel message on each query
+    /// stream that carried some of them (a cancel names samples of its own
+    /// stream, and arrives after them).
+    pub fn cancel(&self, ids: &[u64]) {
+        let Some(lanes) = self.lanes.get() else {
+            return;
+        };
+        for lane in &lanes.lanes {
+            let cancel: Vec<u64> = {
+                let state = lane.state();
+                if state.ended {
+                    continue;
+                }
+                ids.iter()
+                    .copied()
+                    .filter(|id| state.unanswered.contains(id))
+                    .collect()
+            };
+            if cancel.is_empty() {
+                continue;
+            }
+            let request = pb::QuicRequest {
+                protocol_version: netdiv_proto::PROTOCOL_VERSION,
+                kind: Some(quic_request::Kind::Query(pb::Query {
+                    cancel,
+                    ..Default::default()
+                })),
+            };
+            let mut outbox = lane.outbox();
+            let was_empty = outbox.is_empty();
+            outbox.push(&request);
+            drop(outbox);
+            if was_empty {
+                lane.ready.notify_one();
+            }
+        }
+    }
+
     /// Queues `query` on the next query stream that is still open. A
     /// stream that failed has reported its samples; the node's other
     /// samples follow when the connection's failure is reported.
@@ -442,7 +480,12 @@ async fn read_completions(
                             state.unanswered.remove(&c.response_id);
                         }
                     }
-                    events.completions(node, batch.completions);
+                    if batch.tokens_generated > 0 {
+                        events.token_progress(node, batch.tokens_generated);
+                    }
+                    if !batch.completions.is_empty() {
+                        events.completions(node, batch.completions);
+                    }
                 }
                 // The node answers what it had accepted, then ends the
                 // stream: what is left then is what it refused.

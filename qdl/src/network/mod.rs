@@ -173,6 +173,9 @@ pub struct QdlStats {
     /// First tokens dropped: late, or a second one for a sample (after a
     /// failover the sample's first token already counted).
     pub late_first_tokens: u64,
+    /// Samples taken back from a node that was still connected, and
+    /// cancelled there so it stops generating them (token models).
+    pub cancelled: u64,
     /// Nodes that failed or declined work at some point of the run (some
     /// may have rejoined since).
     pub nodes_failed: u64,
@@ -283,6 +286,18 @@ fn check_compatible(info: &pb::NodeInfo, run: &Benchmark, codec: Codec) -> Resul
     Ok(())
 }
 
+/// Token models: each node's count of sequences it runs side by side, if
+/// every node said (`NodeInfo.concurrent_sequences`).
+fn sequence_windows(benchmark: &Benchmark, infos: &[pb::NodeInfo]) -> Option<Vec<u64>> {
+    if !benchmark.uses_token_latencies() {
+        return None;
+    }
+    infos
+        .iter()
+        .map(|info| (info.concurrent_sequences > 0).then_some(info.concurrent_sequences as u64))
+        .collect()
+}
+
 impl NetworkSut {
     /// Connects to every node (concurrently), checks each serves the
     /// store's benchmark and accepts the store's codec, and opens the
@@ -303,18 +318,27 @@ impl NetworkSut {
             })?;
         }
         let identities: Vec<rejoin::Identity> = infos.iter().map(rejoin::Identity::of).collect();
-        let pool = Pool::new(
+        let mut pool = Pool::new(
             links.len(),
             config.policy,
             config.window,
             0x9e37_79b9_7f4a_7c15,
         );
+        let mut max_piece_samples = config.max_piece_samples;
+        if let Some(sequences) = sequence_windows(store.benchmark(), &infos) {
+            // A token model's samples are sequences that each run for
+            // seconds to minutes: each goes to a node on its own, when
+            // that node has a free sequence, so no node starts a second
+            // piece's worth while another sits idle.
+            pool.size_windows_by_sequences(&sequences);
+            max_piece_samples = 1;
+        }
         let mut router = QueryRouter::new(
             urls,
             links,
             pool,
             store,
-            config.max_piece_samples,
+            max_piece_samples,
             config.max_piece_bytes,
             config.max_message_bytes as u64,
         );
@@ -516,6 +540,7 @@ impl NetworkObserver {
             late_answers: router.late_answers.load(Ordering::Relaxed),
             first_tokens: router.first_tokens.load(Ordering::Relaxed),
             late_first_tokens: pool.late_first_tokens(),
+            cancelled: router.cancels_sent.load(Ordering::Relaxed),
             nodes_failed: ever_failed.len() as u64,
             nodes_down: (0..router.node_count())
                 .filter(|&i| !pool.is_healthy(i))
@@ -533,6 +558,12 @@ impl Drop for NetworkSut {
     fn drop(&mut self) {
         self.router.closing.store(true, Ordering::Release);
         if let Some(runtime) = self.runtime.take() {
+            // A run that ends with samples out (the LoadGen gave up) leaves
+            // no node generating answers for it.
+            for node in 0..self.router.node_count() {
+                let held = self.router.lock_pool().outstanding_ids(node);
+                self.router.cancel_at(node, &held);
+            }
             let links = self.router.current_links();
             let _ = runtime.block_on(async {
                 let closing = futures::future::join_all(links.iter().map(|l| l.close()));

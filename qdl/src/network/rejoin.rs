@@ -162,6 +162,11 @@ pub(super) async fn watch(router: Weak<QueryRouter>, reconnect: Reconnect) {
                 });
                 // The new connection becomes current before its query path
                 // opens, so nothing it reports is mistaken for the old one.
+                // What the old connection still held (a declining node's
+                // undeclined samples) is taken back below: the node drops
+                // it first.
+                let held = current.lock_pool().outstanding_ids(node);
+                current.cancel_at(node, &held);
                 let old = current.replace_link(node, link.clone(), generation);
                 tokio::spawn(async move {
                     let _ = tokio::time::timeout(QDL_CLOSE_TIMEOUT, old.close()).await;

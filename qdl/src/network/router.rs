@@ -80,6 +80,10 @@ pub(super) struct QueryRouter {
     pub(super) closing: AtomicBool,
     pub(super) completed: AtomicU64,
     pub(super) late_answers: AtomicU64,
+    /// Samples the QDL cancelled at a node (taken back from it while it
+    /// was still connected), and the node's confirmations of them.
+    pub(super) cancels_sent: AtomicU64,
+    pub(super) cancels_confirmed: AtomicU64,
     pub(super) first_tokens: AtomicU64,
     /// What crossed the fabric, per node, and when.
     pub(super) traffic: Vec<NodeTraffic>,
@@ -138,6 +142,8 @@ impl QueryRouter {
             closing: AtomicBool::new(false),
             completed: AtomicU64::new(0),
             late_answers: AtomicU64::new(0),
+            cancels_sent: AtomicU64::new(0),
+            cancels_confirmed: AtomicU64::new(0),
             first_tokens: AtomicU64::new(0),
             traffic: (0..node_count).map(|_| NodeTraffic::default()).collect(),
             window: Window::new(),
@@ -203,6 +209,29 @@ impl QueryRouter {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// Tells `node`'s current connection to drop `ids`, which are being
+    /// taken back from it: a node still alive would otherwise spend its
+    /// batch on answers nobody reads.
+    pub(super) fn cancel_at(&self, node: usize, ids: &[u64]) {
+        if ids.is_empty() {
+            return;
+        }
+        self.cancels_sent
+            .fetch_add(ids.len() as u64, Ordering::Relaxed);
+        tracing::debug!(
+            node = %self.urls[node],
+            samples = ids.len(),
+            event = "samples_cancelled",
+            "samples taken back from the node are cancelled there"
+        );
+        self.link(node).cancel(ids);
+    }
+
+    /// `node`'s token count moved (token models).
+    fn token_progress(&self, node: usize, tokens_generated: u64) {
+        self.lock_pool().token_progress(node, tokens_generated);
     }
 
     /// `node` is back: it takes work again, and what waited goes out.
@@ -295,6 +324,7 @@ impl QueryRouter {
                     let query = pb::Query {
                         query_id: piece.query_id,
                         samples,
+                        ..Default::default()
                     };
                     (node, query)
                 })
@@ -354,11 +384,13 @@ impl QueryRouter {
         if self.no_failover {
             // A submission's result cannot rest on a run that lost a node:
             // it is marked failed, and nothing it held goes elsewhere.
-            let sinks = {
+            let (held, sinks) = {
                 let mut pool = self.lock_pool();
+                let held = pool.outstanding_ids(node);
                 let _never_sent = pool.fail(node, &reason);
-                pool.strand()
+                (held, pool.strand())
             };
+            self.cancel_at(node, &held);
             let reason = format!(
                 "node {} failed ({reason}); in submission mode a run that loses a node \
                  is not a result (no failover)",
@@ -367,9 +399,10 @@ impl QueryRouter {
             tell_once(sinks, || reason.clone());
             return;
         }
-        let result = {
+        let (held, result) = {
             let mut pool = self.lock_pool();
             let first = pool.is_healthy(node);
+            let held = pool.outstanding_ids(node);
             let result = pool.fail(node, &reason);
             if first {
                 tracing::warn!(
@@ -379,8 +412,10 @@ impl QueryRouter {
                 );
                 self.record_change(node, NodeState::Failed, reason.clone());
             }
-            result
+            (held, result)
         };
+        // Before the re-sends: the node frees its sequences first.
+        self.cancel_at(node, &held);
         self.send_or_strand(result);
     }
 
@@ -441,6 +476,12 @@ impl LinkEvents for CurrentLink {
         }
     }
 
+    fn token_progress(&self, node: usize, tokens_generated: u64) {
+        if self.router.is_current(node, self.generation) {
+            self.router.token_progress(node, tokens_generated);
+        }
+    }
+
     fn failed(&self, node: usize, error: LinkError) {
         if self.router.is_current(node, self.generation) {
             self.router.fail_node(node, error);
@@ -476,8 +517,13 @@ impl QueryRouter {
         let answers = completions.len() as u64;
         let wire: u64 = completions.iter().map(|c| c.data.len() as u64).sum();
         let mut decoded = 0u64;
+        let mut cancelled = Vec::new();
         for c in completions {
             let id = c.response_id;
+            if c.cancelled {
+                cancelled.push(id);
+                continue;
+            }
             if !c.error.is_empty() {
                 if c.retryable {
                     declined.push(id);
@@ -499,6 +545,26 @@ impl QueryRouter {
         }
         self.traffic[node].received(answers, wire, decoded);
         self.window.answered();
+        if !cancelled.is_empty() {
+            self.cancels_confirmed
+                .fetch_add(cancelled.len() as u64, Ordering::Relaxed);
+            // A cancel answers a sample the QDL took back; one it still
+            // counts on that node is an answer it never asked for.
+            let unasked: Vec<u64> = {
+                let pool = self.lock_pool();
+                cancelled
+                    .into_iter()
+                    .filter(|id| pool.timing(node, *id).is_some())
+                    .collect()
+            };
+            for id in unasked {
+                self.fail_samples(
+                    node,
+                    &[id],
+                    &"the node cancelled a sample the QDL did not cancel",
+                );
+            }
+        }
         for run in outputs.chunk_by(|a, b| a.0 == b.0) {
             let first_tokens = run[0].0;
             let ids: Vec<u64> = run.iter().map(|(_, o)| o.id).collect();

@@ -17,10 +17,23 @@ use super::llm::InvalidPrompt;
 use super::openai::client::AnswerError;
 use super::Backend;
 
-/// What a device needs of a sample: its decoded input bytes. The node's
-/// own record of the sample (its id, its connection) rides along.
-pub trait Work: AsRef<[u8]> + Send + Sync + 'static {}
-impl<T: AsRef<[u8]> + Send + Sync + 'static> Work for T {}
+/// What a device needs of a sample: its decoded input bytes, and whether
+/// its client took it back (`crate::reply`). The node's own record of the
+/// sample (its id, its connection) rides along.
+pub trait Work: AsRef<[u8]> + Send + Sync + 'static {
+    /// Whether the client cancelled the sample or is gone: a token device
+    /// drops it (a serving engine aborts its request).
+    fn cancelled(&self) -> bool {
+        false
+    }
+    /// Resolves once [`Work::cancelled`] would say so; never, by default.
+    fn until_cancelled(&self) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
+        Box::pin(std::future::pending())
+    }
+}
+
+/// Bare inputs, as tests and benchmarks feed devices: never cancelled.
+impl Work for Vec<u8> {}
 
 /// Where a device's samples come from.
 pub trait DeviceQueue<T> {
@@ -107,10 +120,24 @@ pub enum DeviceEvent<'a, T> {
         /// Why.
         error: SampleError,
     },
-    /// A step of continuous batching ran, with this many sequences.
+    /// A step of continuous batching ran, with this many sequences (each
+    /// gained a token).
     Step {
         /// Sequences in the step.
         sequences: usize,
+    },
+    /// A serving engine streamed this many tokens (of any sample): the
+    /// node's token progress, which keeps a long answer's node alive in
+    /// the QDL's eyes.
+    Tokens {
+        /// Tokens streamed.
+        count: usize,
+    },
+    /// The sample's client cancelled it, or is gone: it was dropped
+    /// unanswered (an engine's request aborted).
+    Cancelled {
+        /// The sample.
+        item: T,
     },
 }
 
@@ -142,6 +169,12 @@ pub trait Device<T: Work>: Send + Sync {
     /// (sequences in a step, requests in flight); `None`: the node's
     /// batching policy.
     fn own_batch_size(&self) -> Option<usize> {
+        None
+    }
+    /// Token devices: how many sequences it runs side by side, all its
+    /// threads together (`NodeInfo.concurrent_sequences`: the QDL sends
+    /// no more at once); `None` for a device that answers whole samples.
+    fn concurrent_sequences(&self) -> Option<usize> {
         None
     }
     /// Its own health check, if it has one.

@@ -22,13 +22,13 @@ use tower::{BoxError, ServiceBuilder};
 
 use super::connections::{self, ConnectionLimit};
 use super::policy::{PolicyRequest, PolicyResponse, Refused, RequestPolicy};
-use super::{next_batch, version_mismatch, Unread, COMPLETIONS_PER_MESSAGE};
+use super::{version_mismatch, Answers, Unread};
 
 /// How often the node pings an idle client connection.
 const SERVER_KEEP_ALIVE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
 /// How long it waits for the answer before it closes the connection.
 const SERVER_KEEP_ALIVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-use crate::node::Node;
+use crate::node::{Node, ReplyTo};
 use crate::tls::TlsFiles;
 
 /// The service; `closing` flips when the node has drained for shutdown.
@@ -196,7 +196,8 @@ impl pb::sut_node_server::SutNode for GrpcService {
             .remote_addr()
             .map_or("unknown".into(), |a| a.to_string());
         let mut inbound = request.into_inner();
-        let (reply_tx, mut reply_rx) = mpsc::unbounded_channel::<pb::Completion>();
+        let (reply_tx, reply_rx) = mpsc::unbounded_channel::<pb::Completion>();
+        let reply_tx = ReplyTo::new(reply_tx);
         let unread = Arc::new(Unread::new(self.node.settings().limits.max_unread_answers));
         let taken = unread.clone();
         let (out_tx, out_rx) = mpsc::channel::<Result<pb::CompletionBatch, Status>>(64);
@@ -233,13 +234,24 @@ impl pb::sut_node_server::SutNode for GrpcService {
             // queued sample has been answered.
             drop(reply_tx);
         });
+        let writer_node = self.node.clone();
         tokio::spawn(async move {
-            while let Some(batch) = next_batch(&mut reply_rx, COMPLETIONS_PER_MESSAGE).await {
-                let answers = Unread::answers(&batch);
+            let mut answers = Answers::new(reply_rx, &writer_node);
+            loop {
+                // A client gone (its connection closed or reset) is seen
+                // at once, not at the next answer minutes later: the
+                // answers' receiver is dropped, and the token samples it
+                // sent are dropped with it (`crate::reply`).
+                let batch = tokio::select! {
+                    batch = answers.next(&taken) => batch,
+                    _ = out_tx.closed() => break,
+                };
+                let Some(batch) = batch else { break };
+                let owed = Unread::answers(&batch);
                 if out_tx.send(Ok(batch)).await.is_err() {
                     break;
                 }
-                taken.written(answers);
+                taken.written(owed);
             }
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(out_rx))))

@@ -7,9 +7,13 @@ pub mod quic;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use netdiv_proto::transport::TOKEN_PROGRESS_INTERVAL;
 use netdiv_proto::{pb, PROTOCOL_VERSION};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::Notify;
+use tokio::time::{Instant, MissedTickBehavior};
+
+use crate::node::Node;
 
 /// Most completions one answer message carries: a busy stream sends fewer,
 /// larger messages, still far below the message size limit.
@@ -55,6 +59,11 @@ impl Unread {
         batch.completions.iter().filter(|c| !c.first_token).count()
     }
 
+    /// Answers still owed to the client.
+    pub fn owed(&self) -> usize {
+        self.count.load(Ordering::Acquire)
+    }
+
     /// `answers` were handed to the client's connection.
     pub fn written(&self, answers: usize) {
         self.count.fetch_sub(answers, Ordering::AcqRel);
@@ -75,19 +84,84 @@ impl Unread {
     }
 }
 
-/// Waits for the next completion, then takes whatever else is ready, so a
-/// busy stream sends fewer, larger messages.
-pub async fn next_batch(
-    rx: &mut UnboundedReceiver<pb::Completion>,
-    limit: usize,
-) -> Option<pb::CompletionBatch> {
-    let first = rx.recv().await?;
-    let mut completions = vec![first];
-    while completions.len() < limit {
-        match rx.try_recv() {
-            Ok(c) => completions.push(c),
-            Err(_) => break,
+/// What a query stream's writer sends: its answers, batched, and for a
+/// token model the node's token count, alone when nothing else went out
+/// for a while.
+pub struct Answers<'a> {
+    rx: UnboundedReceiver<pb::Completion>,
+    /// Token models: the node whose count goes out, and the ticker that
+    /// checks whether a progress message is due.
+    progress: Option<(&'a Node, tokio::time::Interval)>,
+    /// The count last sent, and when the stream last sent anything.
+    reported: u64,
+    last_sent: Instant,
+}
+
+impl<'a> Answers<'a> {
+    /// The answers arriving on `rx`, for a stream of `node`.
+    pub fn new(rx: UnboundedReceiver<pb::Completion>, node: &'a Node) -> Answers<'a> {
+        let progress = node.settings().benchmark.uses_token_latencies().then(|| {
+            let mut tick = tokio::time::interval(TOKEN_PROGRESS_INTERVAL);
+            tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+            (node, tick)
+        });
+        Answers {
+            rx,
+            progress,
+            reported: 0,
+            last_sent: Instant::now(),
         }
     }
-    Some(pb::CompletionBatch { completions })
+
+    /// Waits for the next completion, then takes whatever else is ready,
+    /// so a busy stream sends fewer, larger messages. For a token model,
+    /// also a batch of no completions carrying the node's token count,
+    /// when the stream owes `unread` answers, the count grew, and nothing
+    /// went out for [`TOKEN_PROGRESS_INTERVAL`]: at most one such message
+    /// per interval, however many tokens flow. `None` once every sender
+    /// is gone.
+    pub async fn next(&mut self, unread: &Unread) -> Option<pb::CompletionBatch> {
+        let first = loop {
+            let progress_due = match &mut self.progress {
+                None => false,
+                Some((node, tick)) => tokio::select! {
+                    first = self.rx.recv() => break first?,
+                    _ = tick.tick() => {
+                        self.last_sent.elapsed() >= TOKEN_PROGRESS_INTERVAL
+                            && node.tokens_generated() > self.reported
+                            && unread.owed() > 0
+                    }
+                },
+            };
+            if progress_due {
+                return Some(self.stamped(Vec::new()));
+            }
+            if self.progress.is_none() {
+                break self.rx.recv().await?;
+            }
+        };
+        let mut completions = vec![first];
+        while completions.len() < COMPLETIONS_PER_MESSAGE {
+            match self.rx.try_recv() {
+                Ok(c) => completions.push(c),
+                Err(_) => break,
+            }
+        }
+        Some(self.stamped(completions))
+    }
+
+    /// A batch of `completions`, with the node's token count for a token
+    /// model.
+    fn stamped(&mut self, completions: Vec<pb::Completion>) -> pb::CompletionBatch {
+        self.last_sent = Instant::now();
+        let tokens_generated = match &self.progress {
+            Some((node, _)) => node.tokens_generated(),
+            None => 0,
+        };
+        self.reported = tokens_generated;
+        pb::CompletionBatch {
+            completions,
+            tokens_generated,
+        }
+    }
 }

@@ -24,8 +24,8 @@ use tower::{BoxError, Service, ServiceExt};
 
 use super::connections::ConnectionLimit;
 use super::policy::{PolicyRequest, PolicyResponse, RequestPolicy};
-use super::{next_batch, version_mismatch, Unread, COMPLETIONS_PER_MESSAGE};
-use crate::node::Node;
+use super::{version_mismatch, Answers, Unread};
+use crate::node::{Node, ReplyTo};
 use crate::tls::TlsFiles;
 
 /// Why a stream's request could not be read; the client gets the text in
@@ -339,7 +339,8 @@ async fn serve_queries(
     node: &Node,
     mut closing: watch::Receiver<bool>,
 ) -> Result<()> {
-    let (reply, mut replies) = mpsc::unbounded_channel();
+    let (reply, replies) = mpsc::unbounded_channel();
+    let reply = ReplyTo::new(reply);
     let unread = Unread::new(node.settings().limits.max_unread_answers);
     unread.submitted(first.samples.len());
     node.submit_query(first, &reply);
@@ -375,12 +376,24 @@ async fn serve_queries(
             }
         }
     };
+    let gone = send.stopped();
     let writing = async {
-        while let Some(batch) = next_batch(&mut replies, COMPLETIONS_PER_MESSAGE).await {
-            let answers = Unread::answers(&batch);
+        let mut answers = Answers::new(replies, node);
+        tokio::pin!(gone);
+        loop {
+            // A client gone (the stream stopped, the connection lost) is
+            // seen at once, not at the next answer minutes later: the
+            // answers' receiver is dropped, and the token samples sent on
+            // this stream are dropped with it (`crate::reply`).
+            let batch = tokio::select! {
+                batch = answers.next(unread) => batch,
+                _ = &mut gone => anyhow::bail!("the client stopped the stream or left"),
+            };
+            let Some(batch) = batch else { break };
+            let owed = Unread::answers(&batch);
             send.write_all_chunks(&mut [response(quic_response::Kind::Completions(batch))])
                 .await?;
-            unread.written(answers);
+            unread.written(owed);
         }
         anyhow::Ok(())
     };

@@ -32,7 +32,7 @@ use sut_node::config::FileConfig;
 
 /// Prints a markdown table per scenario. NETDIV_LOADGEN_NODE /
 /// NETDIV_SUT_NODE use prebuilt binaries.
-#[derive(Debug, clap::Parser)]
+#[derive(Clone, Debug, clap::Parser)]
 #[command(name = "dispatch-bench")]
 struct Cli {
     /// min_duration of every run, in milliseconds.
@@ -78,6 +78,22 @@ struct Cli {
     /// try a policy change at a few loads quickly).
     #[arg(long)]
     server_only: bool,
+    /// Only the Offline grid: every skew of `--grid-slow-factors` with
+    /// every count of `--grid-sequences`, each policy against that
+    /// cell's ideal, for a full run and a small one.
+    #[arg(long)]
+    grid: bool,
+    /// The grid's slow factors (1: four equal nodes).
+    #[arg(long, value_delimiter = ',', num_args = 1.., default_value = "1,1.5,2.5,4")]
+    grid_slow_factors: Vec<f64>,
+    /// The grid's sequences per node.
+    #[arg(long, value_delimiter = ',', num_args = 1.., default_value = "4,32")]
+    grid_sequences: Vec<usize>,
+    /// The grid's small run: this many times the fleet's sequences, one
+    /// Offline query (its end, where one slow answer can hold the run,
+    /// weighs most).
+    #[arg(long, default_value_t = 4)]
+    grid_small_rounds: usize,
 }
 
 /// The policies compared: the one before token-aware dispatch first.
@@ -125,23 +141,48 @@ impl Cli {
 }
 
 fn measure(cli: &Cli, scenario: &str, qps: f64, flags: &[String], label: &str) -> Result<Measure> {
+    measure_samples(cli, scenario, qps, None, flags, label)
+}
+
+/// [`measure`]; with `samples`, an Offline query of that many samples (1:
+/// as many as `--duration-ms` at `qps` asks) instead of at least the
+/// 4,096 in the QSL (an Offline query holds at least the QSL's count:
+/// with `samples`, the QSL holds 64 or that many).
+fn measure_samples(
+    cli: &Cli,
+    scenario: &str,
+    qps: f64,
+    samples: Option<u64>,
+    flags: &[String],
+    label: &str,
+) -> Result<Measure> {
     let dir = test_dir(&format!("dispatch-bench-{label}"))?;
-    let conf = UserConf::new()
-        .set("*.*.min_duration", cli.duration_ms)
+    let duration_ms = match samples {
+        Some(n) if n > 1 => 1,
+        _ => cli.duration_ms,
+    };
+    let mut conf = UserConf::new()
+        .set("*.*.min_duration", duration_ms)
         .set("*.Offline.target_qps", format!("{qps:.0}"))
         .set("*.Offline.min_query_count", 1)
         .set("*.Server.target_qps", format!("{qps:.1}"))
         .set("*.Server.min_query_count", 100);
+    let mut loaded = 4096;
+    if let Some(n) = samples {
+        conf = conf.set("llama2-70b.Offline.min_query_count", n);
+        loaded = if n > 1 { n.min(4096) } else { 64 };
+    }
     let conf = write_file(&dir, "user.conf", &conf.to_string())?;
+    let loaded = loaded.to_string();
     let mut args: Vec<String> = [
         "--scenario",
         scenario,
         "--benchmark",
         "llama2-70b",
         "--total-sample-count",
-        "4096",
+        &loaded,
         "--performance-sample-count",
-        "4096",
+        &loaded,
         "--no-trace",
         "--no-report",
         "--progress",
@@ -230,6 +271,110 @@ fn cpu_scaling(cli: &Cli, counts: &[usize]) -> Result<String> {
     Ok(out)
 }
 
+/// One cell of the Offline grid: three nodes at `--decode-us` and one
+/// `slow_factor` times slower, `sequences` each: each node kind alone
+/// (the ideal is their sum), then each policy on a full run and on a
+/// small one. A markdown row per policy.
+fn grid_cell(cli: &Cli, slow_factor: f64, sequences: usize) -> Result<String> {
+    let cell = Cli {
+        slow_factor,
+        max_sequences: sequences,
+        ..cli.clone()
+    };
+    let label = format!("grid-{slow_factor}-{sequences}");
+    let dir = test_dir(&format!("dispatch-bench-{label}"))?;
+    let fast_names: Vec<String> = (1..cell.nodes).map(|i| format!("fast-{i}")).collect();
+    let fast_names: Vec<&str> = fast_names.iter().map(String::as_str).collect();
+    let fast = Cluster::start(
+        &dir.join("fast"),
+        "grpc",
+        &fast_names,
+        &cell.node_config(cell.decode_us),
+        &[],
+    )?;
+    let slow_decode = cell.decode_us * slow_factor;
+    let slow = Cluster::start(
+        &dir.join("slow"),
+        "grpc",
+        &["slow"],
+        &cell.node_config(slow_decode),
+        &[],
+    )?;
+    let alone = |cluster: &Cluster, decode: f64, what: &str| {
+        eprintln!("dispatch-bench: grid {slow_factor}x, {sequences} sequences: {what} alone");
+        measure_samples(
+            &cell,
+            "Offline",
+            cell.answers_per_s(decode),
+            Some(1),
+            &node_flags(cluster, 1),
+            &format!("{label}-{what}"),
+        )
+    };
+    let fast_alone = alone(&fast, cell.decode_us, "fast")?;
+    let slow_alone = alone(&slow, slow_decode, "slow")?;
+    let ideal = (cell.nodes - 1) as f64 * fast_alone.tokens_per_s + slow_alone.tokens_per_s;
+    let mut all = node_flags(&fast, cell.nodes);
+    all.extend(node_flags(&slow, 1));
+    let small = (cell.grid_small_rounds * cell.nodes * sequences) as u64;
+    let mut out = String::new();
+    for policy in POLICIES {
+        eprintln!("dispatch-bench: grid {slow_factor}x, {sequences} sequences: {policy}");
+        let mut flags = all.clone();
+        flags.extend(["--dispatch".to_string(), policy.to_string()]);
+        let full = measure_samples(
+            &cell,
+            "Offline",
+            cell.capacity(),
+            Some(1),
+            &flags,
+            &format!("{label}-{policy}"),
+        )?;
+        let short = measure_samples(
+            &cell,
+            "Offline",
+            cell.capacity(),
+            Some(small),
+            &flags,
+            &format!("{label}-{policy}-small"),
+        )?;
+        writeln!(
+            out,
+            "| {slow_factor}x | {sequences} | {policy} | {ideal:.0} | {:.0} ({:.1} %) | {:.0} ({:.1} %) |",
+            full.tokens_per_s,
+            full.tokens_per_s / ideal * 100.0,
+            short.tokens_per_s,
+            short.tokens_per_s / ideal * 100.0,
+        )?;
+    }
+    Ok(out)
+}
+
+/// The Offline grid ([`grid_cell`] for every skew and sequence count).
+fn grid(cli: &Cli) -> Result<String> {
+    let mut out = format!(
+        "Offline over {} nodes, one of them slower by the factor shown (a {:.0} µs decode \
+         step on the others; prefill {} µs per prompt token; {} tokens per answer), \
+         llama2-70b prompt lengths; full runs of {} ms, small runs of {} times the fleet's \
+         sequences. The ideal is the sum of the nodes' rates, each measured alone. {}\n\n\
+         | slow node | sequences per node | policy | ideal tokens/s | full run tokens/s (of \
+         the ideal) | small run tokens/s (of the ideal) |\n|---|---|---|---|---|---|\n",
+        cli.nodes,
+        cli.decode_us,
+        cli.prefill_us,
+        cli.output_tokens,
+        cli.duration_ms,
+        cli.grid_small_rounds,
+        machine_description()
+    );
+    for &sequences in &cli.grid_sequences {
+        for &factor in &cli.grid_slow_factors {
+            out.push_str(&grid_cell(cli, factor, sequences)?);
+        }
+    }
+    Ok(out)
+}
+
 /// Server at `load` of the nodes' summed capacity, each policy in turn
 /// `--server-runs` times: a table of their medians.
 fn server_table(cli: &Cli, load: f64, all: &[String]) -> Result<String> {
@@ -309,6 +454,14 @@ fn bench(cli: &Cli) -> Result<String> {
         bail!("--server-loads: {load} is not a fraction of the capacity between 0 and 1");
     }
     loadgen_node_bin()?;
+    if cli.grid {
+        if cli.grid_slow_factors.iter().any(|f| f.is_nan() || *f < 1.0)
+            || cli.grid_sequences.contains(&0)
+        {
+            bail!("--grid-slow-factors must be at least 1 and --grid-sequences at least 1");
+        }
+        return grid(cli);
+    }
     let dir = test_dir("dispatch-bench")?;
     let fast_names: Vec<String> = (1..cli.nodes).map(|i| format!("fast-{i}")).collect();
     let fast_names: Vec<&str> = fast_names.iter().map(String::as_str).collect();

@@ -119,7 +119,7 @@ fn drive(
                 let start = Instant::now();
                 let mut first = None;
                 let tokens = client
-                    .answer(&ids, |_| first = Some(start.elapsed()))
+                    .answer(&ids, |_| first = Some(start.elapsed()), |_| {})
                     .await?;
                 anyhow::Ok(Timing {
                     ttft: first.context("no first token")?,

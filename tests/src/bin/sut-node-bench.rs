@@ -160,6 +160,7 @@ impl Inputs {
                     self.decoded_len as u64
                 },
             }],
+            ..Default::default()
         }
     }
 

@@ -45,7 +45,11 @@ fn sample(response_id: u64, data: &[u8], codec: Codec) -> pb::Sample {
 }
 
 fn query(query_id: u64, samples: Vec<pb::Sample>) -> pb::Query {
-    pb::Query { query_id, samples }
+    pb::Query {
+        query_id,
+        samples,
+        ..Default::default()
+    }
 }
 
 fn request(kind: quic_request::Kind) -> pb::QuicRequest {
@@ -239,6 +243,7 @@ pub fn node_messages() -> Vec<Vec<u8>> {
     }
     let batch = pb::CompletionBatch {
         completions: completions.iter().map(|(_, c)| c.clone()).collect(),
+        ..Default::default()
     };
     push(3, unet, batch.encode_to_vec());
     let info = node_info();
@@ -290,6 +295,7 @@ fn node_info() -> pb::NodeInfo {
         largest_batch: 8,
         response_codec: pb::Codec::Lz4 as i32,
         benchmark: "resnet50".into(),
+        concurrent_sequences: 64,
         host_id: "abc".into(),
         cpu_latency_us: Some(0),
         host: Some(pb::HostIdentity {

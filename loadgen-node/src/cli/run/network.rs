@@ -148,10 +148,12 @@ fn after_run(plan: &RunPlan, network: &qdl::NetworkSut) -> Result<()> {
             nodes_failed = stats.nodes_failed,
             resent = stats.resent,
             rejoins = stats.rejoins,
-            "{} node(s) failed during the run; {} samples were re-sent to the others; \
-             nodes rejoined {} time(s)",
+            cancelled = stats.cancelled,
+            "{} node(s) failed during the run; {} samples were re-sent to the others \
+             ({} cancelled at nodes still connected); nodes rejoined {} time(s)",
             stats.nodes_failed,
             stats.resent,
+            stats.cancelled,
             stats.rejoins
         );
     }

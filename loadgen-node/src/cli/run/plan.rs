@@ -654,6 +654,17 @@ impl QdlPlan {
         } else {
             nodes
         };
+        if let Some(timeout) = self.base.node_timeout {
+            if benchmark.uses_token_latencies() && timeout < transport::MIN_TOKEN_NODE_TIMEOUT {
+                bail!(
+                    "--node-timeout {}: {benchmark} streams tokens, and a node reports its token \
+                     progress every {} ms at most; the timeout must be at least {} s (or 0: never)",
+                    timeout.as_secs_f64(),
+                    transport::TOKEN_PROGRESS_INTERVAL.as_millis(),
+                    transport::MIN_TOKEN_NODE_TIMEOUT.as_secs()
+                );
+            }
+        }
         let mut config = self.base.clone();
         config.nodes = nodes;
         config.max_message_bytes = transport::message_limit(benchmark);

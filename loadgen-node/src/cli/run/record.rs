@@ -204,6 +204,7 @@ pub fn build(inputs: &RecordInputs<'_>, failure: Option<String>) -> RunRecord {
             rejoins: stats.rejoins,
             traffic_seconds: seconds,
             dispatch: network.dispatch_policy().to_string(),
+            cancelled: stats.cancelled,
         },
         bandwidth: bandwidth_check(
             benchmark,

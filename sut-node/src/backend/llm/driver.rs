@@ -24,8 +24,9 @@ struct Answer<T> {
 }
 
 /// Runs one device until `source` ends and every sequence has finished.
-/// `input` gives an item's decoded input bytes.
-pub fn run_device<T>(
+/// `input` gives an item's decoded input bytes. A sequence whose client
+/// cancelled it ([`Work::cancelled`]) leaves between steps, unanswered.
+pub fn run_device<T: Work>(
     backend: &LlmBackend,
     source: &mut (impl DeviceQueue<T> + ?Sized),
     input: impl Fn(&T) -> &[u8],
@@ -35,6 +36,11 @@ pub fn run_device<T>(
     // When the previous step ended, while the device stays busy.
     let mut clock: Option<Instant> = None;
     loop {
+        // Between steps: an atomic load per sequence, nothing more unless
+        // one was cancelled.
+        for a in scheduler.remove_where(|a| a.item.cancelled()) {
+            sink(DeviceEvent::Cancelled { item: a.item });
+        }
         if scheduler.is_idle() {
             let Some(item) = source.wait() else { return };
             admit(backend, &mut scheduler, item, &input, &mut sink);
@@ -96,6 +102,11 @@ impl<T: Work> Device<T> for LlmBackend {
     /// A "batch" is a step, and its size the sequences in it.
     fn own_batch_size(&self) -> Option<usize> {
         Some(self.config().max_sequences)
+    }
+
+    /// Each device thread runs its own batch of sequences.
+    fn concurrent_sequences(&self) -> Option<usize> {
+        Some(self.config().max_sequences * self.devices())
     }
 
     fn run(self: Arc<Self>, _thread: usize, queue: &mut dyn DeviceQueue<T>, sink: &Sink<T>) {

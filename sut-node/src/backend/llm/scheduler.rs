@@ -116,6 +116,32 @@ impl<T> Scheduler<T> {
         self.running() == 0 && self.waiting.is_empty()
     }
 
+    /// Takes out every sequence, waiting or running, whose item `gone`
+    /// says is no longer wanted (its client cancelled it), in admission
+    /// order; their slots are free for the next step. Not during a step.
+    pub fn remove_where(&mut self, mut gone: impl FnMut(&T) -> bool) -> Vec<T> {
+        assert!(!self.in_step, "remove_where during a step");
+        let mut removed = Vec::new();
+        if !self
+            .decoding
+            .iter()
+            .chain(&self.waiting)
+            .any(|s| gone(&s.item))
+        {
+            return removed;
+        }
+        let mut keep = |list: &mut Vec<Sequence<T>>| {
+            let (out, kept): (Vec<_>, Vec<_>) = list.drain(..).partition(|s| gone(&s.item));
+            *list = kept;
+            removed.extend(out.into_iter().map(|s| s.item));
+        };
+        keep(&mut self.decoding);
+        let mut waiting: Vec<Sequence<T>> = self.waiting.drain(..).collect();
+        keep(&mut waiting);
+        self.waiting = waiting.into();
+        removed
+    }
+
     /// Starts a step: admits waiting sequences into free slots and says
     /// how long the step takes; `None` when there is nothing to run. A
     /// step begun must be ended before the next one begins.
@@ -179,6 +205,28 @@ impl<T> Scheduler<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn removed_sequences_free_their_slots_and_are_never_answered() {
+        let mut s = Scheduler::new(COST, 2);
+        for id in 0..4u32 {
+            s.push(id, 1, 100);
+        }
+        s.begin_step().unwrap();
+        s.end_step(|_| {});
+        assert_eq!((s.running(), s.waiting()), (2, 2));
+        // 0 runs, 3 waits: both go, and 2 takes 0's slot.
+        assert_eq!(s.remove_where(|&id| id == 0 || id == 3), vec![0, 3]);
+        let step = s.begin_step().unwrap();
+        assert_eq!((step.sequences, step.admitted), (2, 1));
+        let mut seen = Vec::new();
+        s.end_step(|e| {
+            if let StepEvent::FirstToken(&id) = e {
+                seen.push(id)
+            }
+        });
+        assert_eq!(seen, vec![2]);
+    }
 
     /// 20 µs per prompt token, 2 ms per decode step.
     const COST: StepCost = StepCost {

@@ -332,9 +332,13 @@ impl EngineClient {
         };
         let start = Instant::now();
         let mut first = None;
-        self.block_on(self.answer_with(&generation, prompt, |_| {
-            first = Some(start.elapsed());
-        }))?;
+        let answer = self.answer_with(
+            &generation,
+            prompt,
+            |_| first = Some(start.elapsed()),
+            |_| {},
+        );
+        self.block_on(answer)?;
         Ok(first.unwrap_or_else(|| start.elapsed()))
     }
 
@@ -383,18 +387,23 @@ impl EngineClient {
             max_tokens: PROBE_TOKENS,
             ..self.generation.clone()
         };
-        self.block_on(self.answer_with(&generation, &[1], |_| {}))
+        self.block_on(self.answer_with(&generation, &[1], |_| {}, |_| {}))
             .map(|_| ())
     }
 
     /// Streams the greedy answer to `prompt`: `first` gets the first token
-    /// the moment it arrives; the result is every token of the answer.
+    /// the moment it arrives, `progress` the count of each event's tokens
+    /// as they stream; the result is every token of the answer. Dropping
+    /// the future closes the request's stream, which the engines take as
+    /// an abort.
     pub async fn answer(
         &self,
         prompt: &[u32],
         first: impl FnOnce(u32),
+        progress: impl FnMut(usize),
     ) -> Result<Vec<u32>, AnswerError> {
-        self.answer_with(&self.generation, prompt, first).await
+        self.answer_with(&self.generation, prompt, first, progress)
+            .await
     }
 
     async fn answer_with(
@@ -402,6 +411,7 @@ impl EngineClient {
         generation: &Generation,
         prompt: &[u32],
         first: impl FnOnce(u32),
+        mut progress: impl FnMut(usize),
     ) -> Result<Vec<u32>, AnswerError> {
         let url = format!("{}{}", self.base, self.api.completion_path());
         let body = request_body(self.api, generation, prompt);
@@ -469,6 +479,7 @@ impl EngineClient {
                 if let Some(first) = first.take() {
                     first(id);
                 }
+                progress(read.tokens.len());
             }
             tokens.extend(read.tokens);
             if tokens.len() > generation.max_tokens as usize {

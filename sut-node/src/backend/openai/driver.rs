@@ -46,6 +46,11 @@ impl<T: Work> Device<T> for OpenaiBackend {
         Some(self.config().max_in_flight)
     }
 
+    /// The requests it keeps open: the engine runs them side by side.
+    fn concurrent_sequences(&self) -> Option<usize> {
+        Some(self.config().max_in_flight)
+    }
+
     /// The engine's `/health`, asked on the client's own runtime.
     fn health(self: Arc<Self>) -> Option<HealthProbe> {
         Some(Arc::new(move || {
@@ -96,9 +101,15 @@ fn run_device<T: Work>(
             }
         });
         let Some(slot) = slot else { break };
+        if item.cancelled() {
+            // Taken back while it waited for a request slot.
+            sink(DeviceEvent::Cancelled { item });
+            continue;
+        }
         let (backend, sink, mut cancelled) = (backend.clone(), sink.clone(), cancelled.clone());
         backend.clone().client().spawn(async move {
             let _slot = slot;
+            let taken_back = item.until_cancelled();
             let result = {
                 let first = |id: u32| {
                     sink(DeviceEvent::FirstToken {
@@ -106,20 +117,25 @@ fn run_device<T: Work>(
                         token: &token_bytes(&[id]),
                     })
                 };
-                let answer = backend.client().answer(&prompt, first);
+                let progress = |count| sink(DeviceEvent::Tokens { count });
+                // Dropping the answer's future closes its stream: the
+                // engine aborts the request and frees its sequence.
+                let answer = backend.client().answer(&prompt, first, progress);
                 tokio::select! {
-                    result = answer => Some(result),
-                    _ = cancelled.wait_for(|c| *c) => None,
+                    result = answer => Ok(result),
+                    _ = taken_back => Err(true),
+                    _ = cancelled.wait_for(|c| *c) => Err(false),
                 }
             };
             match result {
-                None => {}
-                Some(Ok(tokens)) => sink(DeviceEvent::Done {
+                Err(false) => {}
+                Err(true) => sink(DeviceEvent::Cancelled { item }),
+                Ok(Ok(tokens)) => sink(DeviceEvent::Done {
                     n_tokens: tokens.len(),
                     tokens: token_bytes(&tokens),
                     item,
                 }),
-                Some(Err(e)) => sink(DeviceEvent::Failed {
+                Ok(Err(e)) => sink(DeviceEvent::Failed {
                     item,
                     error: SampleError::Engine(e),
                 }),
