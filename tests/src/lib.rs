@@ -60,6 +60,7 @@ pub mod soak;
 pub mod submission;
 pub mod sut_client;
 pub mod text;
+pub mod vllm;
 
 pub use binaries::{loadgen_node_bin, sut_node_bin, workspace_root};
 pub use configs::UserConf;

@@ -375,16 +375,28 @@ pub fn signal_when_busy(
     signal: libc::c_int,
     within: std::time::Duration,
 ) -> Result<std::time::Duration> {
+    let waited = wait_until_busy(metrics, busy, within)?;
+    // SAFETY: kill(2) on a process the caller started and has not reaped.
+    if unsafe { libc::kill(pid as libc::pid_t, signal) } != 0 {
+        bail!("cannot signal {pid}: {}", std::io::Error::last_os_error());
+    }
+    Ok(waited)
+}
+
+/// Waits until the sut-node whose metrics endpoint is `metrics` is
+/// `busy` (polled every 5 ms); how long that took. An error when the
+/// moment does not come within `within`.
+pub fn wait_until_busy(
+    metrics: SocketAddr,
+    busy: Busy,
+    within: std::time::Duration,
+) -> Result<std::time::Duration> {
     let start = std::time::Instant::now();
     loop {
         if let Ok(scrape) = crate::prometheus::scrape(metrics) {
             let in_flight = scrape.sum("netdiv_node_in_flight_samples") > 0.0;
             let streaming = scrape.sum("netdiv_node_first_tokens_total") > 0.0;
             if in_flight && (busy == Busy::InFlight || streaming) {
-                // SAFETY: kill(2) on a process the caller started and has not reaped.
-                if unsafe { libc::kill(pid as libc::pid_t, signal) } != 0 {
-                    bail!("cannot signal {pid}: {}", std::io::Error::last_os_error());
-                }
                 return Ok(start.elapsed());
             }
         }

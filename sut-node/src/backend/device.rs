@@ -133,6 +133,14 @@ pub enum DeviceEvent<'a, T> {
         /// Tokens streamed.
         count: usize,
     },
+    /// A sample the device did not run and another node may (its engine
+    /// is down, or may not be used): the node declines it, retryable.
+    Declined {
+        /// The sample.
+        item: T,
+        /// Why, for the client.
+        reason: String,
+    },
     /// The sample's client cancelled it, or is gone: it was dropped
     /// unanswered (an engine's request aborted).
     Cancelled {

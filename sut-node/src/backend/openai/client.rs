@@ -90,6 +90,19 @@ pub enum AnswerError {
     },
 }
 
+impl AnswerError {
+    /// The connection failed rather than the answer: unreachable, a
+    /// stream that broke or ended early (what an engine that dies does).
+    pub fn is_connection(&self) -> bool {
+        matches!(
+            self,
+            AnswerError::Unreachable { .. }
+                | AnswerError::Broken { .. }
+                | AnswerError::Truncated(_)
+        )
+    }
+}
+
 /// What the engine says about itself.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Identity {
@@ -263,6 +276,23 @@ impl EngineClient {
             .is_ok()
     }
 
+    /// The engine's prefix-cache metrics (`/metrics`); `None` when it
+    /// serves none.
+    pub async fn cache_metrics(&self) -> Option<super::prefix_cache::CacheMetrics> {
+        let response = self
+            .http
+            .get(format!("{}/metrics", self.base))
+            .timeout(SMALL_REQUEST_TIMEOUT)
+            .send()
+            .await
+            .ok()?;
+        if !response.status().is_success() {
+            return None;
+        }
+        let text = response.text().await.ok()?;
+        Some(super::prefix_cache::CacheMetrics::parse(&text))
+    }
+
     /// GET `url` as JSON (an empty or non-JSON 200 body is `Null`).
     async fn get_json(&self, url: &str) -> Result<Value, String> {
         let response = self
@@ -325,51 +355,61 @@ pub fn answered_from_cache(repeat: Duration, fresh: Duration) -> bool {
 
 impl EngineClient {
     /// Time to the first token of a one-token answer to `prompt`.
-    fn time_to_first_token(&self, prompt: &[u32]) -> Result<Duration, AnswerError> {
+    async fn time_to_first_token(&self, prompt: &[u32]) -> Result<Duration, AnswerError> {
         let generation = Generation {
             max_tokens: 1,
             ..self.generation.clone()
         };
         let start = Instant::now();
         let mut first = None;
-        let answer = self.answer_with(
+        self.answer_with(
             &generation,
             prompt,
             |_| first = Some(start.elapsed()),
             |_| {},
-        );
-        self.block_on(answer)?;
+        )
+        .await?;
         Ok(first.unwrap_or_else(|| start.elapsed()))
     }
 
-    /// Does the engine answer a repeated prompt from a cache? One prompt
-    /// is sent once to fill any cache, then [`CACHE_CHECK_ROUNDS`] times
-    /// again, each time beside a fresh prompt of the same length: when the
-    /// repeats' median time to first token is under half the fresh ones',
-    /// the repeats were not computed again. Medians, so that one slow
-    /// request (a cold start, a busy machine) does not decide.
-    pub fn check_prompt_cache(&self) -> Result<CacheCheck, AnswerError> {
+    /// Whether the engine answers a repeated prompt from a cache: a fresh
+    /// prompt, then rounds of that prompt again against another fresh
+    /// one, timed to their first token (each one token long); and what
+    /// the engine's own metrics say of its prefix cache, where it has
+    /// them (the setting, or hits counted during the check).
+    pub async fn check_prompt_cache(&self) -> Result<CacheCheck, AnswerError> {
+        let before = self.cache_metrics().await;
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(7, |d| d.as_nanos() as u64);
         let prompt = unseen_prompt(seed);
-        self.time_to_first_token(&prompt)?;
+        self.time_to_first_token(&prompt).await?;
         let mut repeats = Vec::new();
         let mut fresh = Vec::new();
         for round in 1..=CACHE_CHECK_ROUNDS {
-            repeats.push(self.time_to_first_token(&prompt)?);
-            fresh.push(self.time_to_first_token(&unseen_prompt(seed ^ round))?);
+            repeats.push(self.time_to_first_token(&prompt).await?);
+            fresh.push(
+                self.time_to_first_token(&unseen_prompt(seed ^ round))
+                    .await?,
+            );
         }
+        let after = self.cache_metrics().await;
         let (repeat, fresh) = (median(repeats), median(fresh));
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let mut evidence = format!(
+            "a repeated {CACHE_CHECK_TOKENS}-token prompt took {:.1} ms to its first token, \
+             a fresh one {:.1} ms (medians of {CACHE_CHECK_ROUNDS})",
+            ms(repeat),
+            ms(fresh)
+        );
+        if let Some(said) = after.as_ref().and_then(|a| a.describe(before.as_ref())) {
+            evidence.push_str("; ");
+            evidence.push_str(&said);
+        }
         Ok(CacheCheck {
-            caches: answered_from_cache(repeat, fresh),
-            evidence: format!(
-                "a repeated {CACHE_CHECK_TOKENS}-token prompt took {:.1} ms to its first token, \
-                 a fresh one {:.1} ms (medians of {CACHE_CHECK_ROUNDS})",
-                ms(repeat),
-                ms(fresh)
-            ),
+            caches: answered_from_cache(repeat, fresh)
+                || after.is_some_and(|a| a.caches(before.as_ref())),
+            evidence,
         })
     }
 }

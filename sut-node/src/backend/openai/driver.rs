@@ -51,7 +51,8 @@ impl<T: Work> Device<T> for OpenaiBackend {
         Some(self.config().max_in_flight)
     }
 
-    /// The engine's `/health`, asked on the client's own runtime.
+    /// The engine's `/health`, asked on the client's own runtime (and its
+    /// prompt cache again when it comes back: [`OpenaiBackend::check_health`]).
     fn health(self: Arc<Self>) -> Option<HealthProbe> {
         Some(Arc::new(move || {
             let engine = self.clone();
@@ -59,7 +60,7 @@ impl<T: Work> Device<T> for OpenaiBackend {
                 let probe = engine.clone();
                 engine
                     .client()
-                    .spawn(async move { probe.client().healthy().await })
+                    .spawn(async move { probe.check_health().await })
                     .await
                     .unwrap_or(false)
             })
@@ -106,6 +107,15 @@ fn run_device<T: Work>(
             sink(DeviceEvent::Cancelled { item });
             continue;
         }
+        if backend.caches() {
+            sink(DeviceEvent::Declined {
+                item,
+                reason: "the engine reuses cached prompts (it came back from a restart with \
+                         prefix caching on)"
+                    .into(),
+            });
+            continue;
+        }
         let (backend, sink, mut cancelled) = (backend.clone(), sink.clone(), cancelled.clone());
         backend.clone().client().spawn(async move {
             let _slot = slot;
@@ -135,6 +145,15 @@ fn run_device<T: Work>(
                     tokens: token_bytes(&tokens),
                     item,
                 }),
+                // A broken stream or refused connection from an engine that
+                // no longer answers its health check: the engine died (or
+                // restarts), not this sample; another node may run it.
+                Ok(Err(e)) if e.is_connection() && !backend.client().healthy().await => {
+                    sink(DeviceEvent::Declined {
+                        item,
+                        reason: format!("the engine is down ({e})"),
+                    })
+                }
                 Ok(Err(e)) => sink(DeviceEvent::Failed {
                     item,
                     error: SampleError::Engine(e),

@@ -12,12 +12,17 @@
 //!
 //! * [`api`]: request bodies and stream events per engine (pure);
 //! * [`client`]: the HTTP side (readiness, identity, one answer);
-//! * [`driver`]: the backend as a device: it feeds samples to the client.
+//! * [`driver`]: the backend as a device: it feeds samples to the client;
+//! * [`prefix_cache`]: what an engine's `/metrics` say of its prefix
+//!   cache.
 
 pub mod api;
 pub mod client;
 pub mod driver;
+pub mod prefix_cache;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::RwLock;
 use std::time::Duration;
 
 use netdiv_proto::dtype::DType;
@@ -264,8 +269,11 @@ pub struct OpenaiBackend {
     model: String,
     /// The engine's version, where it says.
     version: Option<String>,
-    /// What the start check found of its prompt cache.
-    cache: client::CacheCheck,
+    /// What the checks found of its prompt cache: at start, and again
+    /// each time the engine came back after being down.
+    cache: RwLock<client::CacheCheck>,
+    /// Whether the engine answered its last health check.
+    engine_up: AtomicBool,
 }
 
 impl std::fmt::Debug for OpenaiBackend {
@@ -309,7 +317,7 @@ impl OpenaiBackend {
             error,
         })?;
         let cache = client
-            .check_prompt_cache()
+            .block_on(client.check_prompt_cache())
             .map_err(|error| OpenaiError::Probe {
                 url: url.clone(),
                 api: config.api.name(),
@@ -325,7 +333,8 @@ impl OpenaiBackend {
             );
         }
         Ok(Self {
-            cache,
+            cache: RwLock::new(cache),
+            engine_up: AtomicBool::new(true),
             config,
             benchmark: *benchmark,
             token_ids,
@@ -360,9 +369,52 @@ impl OpenaiBackend {
         prompt_ids(input, self.token_ids)
     }
 
+    /// Whether the engine reuses cached prompts, as the checks last found.
+    pub fn caches(&self) -> bool {
+        self.cache.read().unwrap_or_else(|e| e.into_inner()).caches
+    }
+
+    /// The engine's health, and after it was down, its prompt cache
+    /// checked again (an engine restarted with prefix caching on would
+    /// otherwise serve a running LoadGen from its cache): from then on
+    /// the node declines every sample, and its Info says why. Run on the
+    /// client's runtime.
+    pub async fn check_health(&self) -> bool {
+        let healthy = self.client.healthy().await;
+        let was_up = self.engine_up.swap(healthy, Ordering::AcqRel);
+        if healthy && !was_up {
+            match self.client.check_prompt_cache().await {
+                Ok(check) if check.caches => {
+                    tracing::error!(
+                        engine = %self.config.url.as_deref().unwrap_or(""),
+                        "the engine came back reusing cached prompts across queries ({}); the \
+                         node declines every sample from now on (the rules forbid it)",
+                        check.evidence
+                    );
+                    let mut cache = self.cache.write().unwrap_or_else(|e| e.into_inner());
+                    *cache = client::CacheCheck {
+                        caches: true,
+                        evidence: format!("after the engine came back: {}", check.evidence),
+                    };
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    // Not checked: counted as down, checked again next time.
+                    tracing::warn!(
+                        "the engine is back but its prompt cache cannot be checked: {e}"
+                    );
+                    self.engine_up.store(false, Ordering::Release);
+                    return false;
+                }
+            }
+        }
+        healthy
+    }
+
     /// Human-readable parameters for `NodeInfo.backend_detail`.
     pub fn detail(&self) -> String {
         let c = &self.config;
+        let cache = self.cache.read().unwrap_or_else(|e| e.into_inner());
         format!(
             "engine={} url={} model={} version={} max_tokens={} max_in_flight={} \
              max_waiting={} http={} prompt={}-token-ids prefix cache: {} ({})",
@@ -375,8 +427,8 @@ impl OpenaiBackend {
             c.max_waiting,
             if c.http2 { "2" } else { "1.1" },
             self.token_ids.name(),
-            if self.cache.caches { "ON" } else { "off" },
-            self.cache.evidence
+            if cache.caches { "ON" } else { "off" },
+            cache.evidence
         )
     }
 }

@@ -1,0 +1,436 @@
+//! The openai backend in front of a real vLLM (its CPU build, with a tiny
+//! Llama of random weights: `deploy/llm/vllm-cpu.sh`), each node started
+//! with `deploy/llm/engines/vllm.toml` as shipped and `--engine-url`, as
+//! a submitter would start one. The tiny model never ends an answer
+//! early, so every answer is the benchmark's longest (1,024 tokens for
+//! llama2-70b): harsher than the data set's mean. What is scaled to fit
+//! CI: the model (2 layers), the Offline query (32 samples) and the Server
+//! rate (2.5 queries/s, the 500 queries early stopping needs), not the
+//! answers.
+//!
+//! * Offline and Server through the QDL are VALID, and the answers are
+//!   vLLM's own: equal to what it answers the same prompt unstreamed;
+//! * the prefix cache: off with `--no-enable-prefix-caching`, and when
+//!   the engine comes back from a restart with vLLM's default (on), the
+//!   node reads it again, declines every sample, and `preflight` and
+//!   `submission` refuse it;
+//! * the engine killed mid-run: its node declines what it held, the QDL
+//!   sends those samples to the other node, every sample completes once;
+//!   the node serves again once the engine is back.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context, Result};
+use netdiv_proto::pb;
+use netdiv_tests::binaries::loadgen_node_official_bin;
+use netdiv_tests::configs::llm_node;
+use netdiv_tests::llama::synthetic_prompt;
+use netdiv_tests::network_run::{llama2_prompt_flags, loadgen, Cluster, LoadgenRun};
+use netdiv_tests::python::python_for_official_tools;
+use netdiv_tests::submission::{inference_checkout, SYSTEM_JSON};
+use netdiv_tests::sut_client::{grpc_client, wait_until_busy, Busy, ClientCert, NodeProcess};
+use netdiv_tests::vllm::{kill_group, vllm_files, VllmServer};
+use netdiv_tests::{
+    run_with_deadline, skip_unless_ci, test_dir, workspace_root, write_file, UserConf,
+};
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_health::pb::HealthCheckRequest;
+
+/// Fixed-length prompts, so the test can rebuild each sample's ids.
+const PROMPT_TOKENS: usize = 64;
+const SEED: u64 = 31;
+/// llama2-70b's longest answer, which the shipped config asks for.
+const ANSWER_TOKENS: usize = 1024;
+/// vLLM's flag that turns its prefix cache off (on by default).
+const NO_PREFIX_CACHE: &str = "--no-enable-prefix-caching";
+
+/// A node as `deploy/llm/engines/vllm.toml` ships, in front of `engine`
+/// (`--engine-url`: the only change), with metrics for the fault test.
+fn shipped_node(name: &str, engine: &VllmServer) -> Result<NodeProcess> {
+    let config = workspace_root().join("deploy/llm/engines/vllm.toml");
+    NodeProcess::start(
+        name,
+        None,
+        &[
+            "--config",
+            config.to_str().context("utf-8 path")?,
+            "--engine-url",
+            &engine.url,
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ],
+    )
+}
+
+/// The node's Info.
+fn info(node: &NodeProcess) -> Result<pb::NodeInfo> {
+    tokio::runtime::Runtime::new()?.block_on(async {
+        let mut client = grpc_client(node, ClientCert::None).await?;
+        Ok(client.info(pb::InfoRequest {}).await?.into_inner())
+    })
+}
+
+fn flags(
+    dir: &Path,
+    scenario: &str,
+    conf: &UserConf,
+    samples: usize,
+    nodes: &[&NodeProcess],
+) -> Result<Vec<String>> {
+    let mut extra = vec!["--record-issued".to_string(), "issued.txt".into()];
+    for node in nodes {
+        extra.extend([
+            "--sut-node".into(),
+            format!("grpc://{}", node.grpc.context("gRPC address")?),
+        ]);
+    }
+    llama2_prompt_flags(dir, scenario, conf, (PROMPT_TOKENS, SEED, samples), &extra)
+}
+
+/// Token ids of a logged answer (int32 little endian, in hex).
+fn logged_ids(hex: &str) -> Result<Vec<u32>> {
+    let bytes: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16))
+        .collect::<Result<_, _>>()?;
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u32)
+        .collect())
+}
+
+/// Every sample answered once, each answer `ANSWER_TOKENS` long; the
+/// first `compared` (by QSL index) equal to vLLM's own answer to the same
+/// prompt, asked directly, not streamed (concurrently: each takes as long
+/// as a whole answer).
+fn check_answers(run: &LoadgenRun, dir: &Path, engine: &VllmServer, compared: usize) -> Result<()> {
+    netdiv_tests::network_run::check_exactly_once(run, &dir.join("issued.txt"))?;
+    let mut entries = run.accuracy()?;
+    entries.sort_by_key(|e| e.qsl_idx);
+    entries.dedup_by_key(|e| e.qsl_idx);
+    for e in &entries {
+        ensure!(
+            e.token_count == Some(ANSWER_TOKENS as i64),
+            "qsl_idx {}: {:?} tokens, not {ANSWER_TOKENS}",
+            e.qsl_idx,
+            e.token_count
+        );
+    }
+    std::thread::scope(|scope| -> Result<()> {
+        let asked: Vec<_> = entries
+            .iter()
+            .take(compared)
+            .map(|e| {
+                let prompt = synthetic_prompt(PROMPT_TOKENS, SEED, e.qsl_idx as usize);
+                (
+                    e,
+                    scope.spawn(move || engine.greedy_tokens(&prompt, ANSWER_TOKENS as u32)),
+                )
+            })
+            .collect();
+        for (e, answer) in asked {
+            let direct = answer.join().expect("vLLM request thread")?;
+            ensure!(
+                logged_ids(&e.data)? == direct,
+                "qsl_idx {}: the answer through the node is not vLLM's own unstreamed answer",
+                e.qsl_idx
+            );
+        }
+        Ok(())
+    })
+}
+
+/// Waits (up to `limit`) until the node's gRPC health says `wanted`.
+fn wait_for_health(node: &NodeProcess, wanted: ServingStatus, limit: Duration) -> Result<()> {
+    let addr = node.grpc.context("no gRPC address")?;
+    tokio::runtime::Runtime::new()?.block_on(async {
+        let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))?
+            .connect()
+            .await?;
+        let mut health = HealthClient::new(channel);
+        let start = Instant::now();
+        loop {
+            let status = health
+                .check(HealthCheckRequest {
+                    service: "netdiv.v1.SutNode".into(),
+                })
+                .await?
+                .into_inner()
+                .status;
+            if status == wanted as i32 {
+                return Ok(());
+            }
+            ensure!(
+                start.elapsed() < limit,
+                "node {} health is {status}, not {wanted:?}, after {limit:?}",
+                node.name
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}
+
+#[test]
+fn vllm_as_shipped_runs_offline_and_server_valid_with_its_own_answers() -> Result<()> {
+    let Some(files) = vllm_files()? else {
+        return Ok(());
+    };
+    let dir = test_dir("vllm-shipped")?;
+    let engine = VllmServer::start(&files, &[NO_PREFIX_CACHE])?;
+    let node = shipped_node("vllm-node", &engine)?;
+    let detail = info(&node)?.backend_detail;
+    ensure!(
+        detail.contains("engine=vllm")
+            && detail.contains("version=0.32.0")
+            && detail.contains("prefix cache: off")
+            && detail.contains("enable_prefix_caching=False"),
+        "the node's Info: {detail}"
+    );
+
+    // Offline: 32 samples of 1,024 tokens.
+    let offline = dir.join("offline");
+    std::fs::create_dir_all(&offline)?;
+    let conf = UserConf::new()
+        .set("*.Offline.target_qps", 1)
+        .set("*.Offline.min_duration", 1000)
+        .set("llama2-70b.Offline.min_query_count", 32)
+        .set("*.*.accuracy_log_rng_seed", 1)
+        .set("*.*.accuracy_log_sampling_target", 100000000);
+    let run = loadgen(
+        &offline,
+        &flags(&offline, "Offline", &conf, 32, &[&node])?,
+        Duration::from_secs(600),
+    )?;
+    run.expect_valid()
+        .with_context(|| format!("Offline, in {}", offline.display()))?;
+    check_answers(&run, &offline, &engine, 4)?;
+
+    // Server: 500 queries (early stopping's minimum for TTFT and TPOT),
+    // at a rate that keeps about 80 answers under way.
+    let server = dir.join("server");
+    std::fs::create_dir_all(&server)?;
+    let conf = UserConf::new()
+        .set("*.Server.target_qps", 2.5)
+        .set("*.Server.min_duration", 1000)
+        .set("*.Server.min_query_count", 500)
+        .set("*.*.accuracy_log_rng_seed", 1)
+        .set("*.*.accuracy_log_sampling_target", 100000000);
+    let run = loadgen(
+        &server,
+        &flags(&server, "Server", &conf, 64, &[&node])?,
+        Duration::from_secs(900),
+    )?;
+    run.expect_valid()
+        .with_context(|| format!("Server, in {}", server.display()))?;
+    check_answers(&run, &server, &engine, 2)?;
+    Ok(())
+}
+
+/// The prefix cache, read at start and again after the engine restarts:
+/// off with `--no-enable-prefix-caching` (timing and vLLM's own
+/// `/metrics` agree); the engine killed and started again with vLLM's
+/// default (on) behind the running node: once it answers again, the node
+/// reads the cache again, its Info says ON with the evidence, it declines
+/// every sample (a run on it ends with that reason, not a hang), and
+/// `preflight` and `submission` refuse it before any run.
+#[test]
+fn vllm_prefix_caching_is_read_at_start_and_again_after_a_restart() -> Result<()> {
+    let Some(files) = vllm_files()? else {
+        return Ok(());
+    };
+    let Some(inference) = inference_checkout() else {
+        return skip_unless_ci("a mlcommons/inference checkout (NETDIV_INFERENCE_REPO)");
+    };
+    let dir = test_dir("vllm-prefix-cache")?;
+    let mut engine = VllmServer::start(&files, &[NO_PREFIX_CACHE])?;
+    let node = shipped_node("vllm-cache", &engine)?;
+    let detail = info(&node)?.backend_detail;
+    ensure!(
+        detail.contains("prefix cache: off") && detail.contains("enable_prefix_caching=False"),
+        "with {NO_PREFIX_CACHE}: {detail}"
+    );
+    // Restarted with vLLM's default behind the node.
+    engine.restart(&[])?;
+    let start = Instant::now();
+    let detail = loop {
+        let detail = info(&node)?.backend_detail;
+        if detail.contains("prefix cache: ON") {
+            break detail;
+        }
+        ensure!(
+            start.elapsed() < Duration::from_secs(60),
+            "the node did not read the restarted engine's prefix cache: {detail}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    ensure!(
+        detail.contains("after the engine came back")
+            && detail.contains("enable_prefix_caching=True"),
+        "{detail}"
+    );
+    ensure!(
+        node.stderr()
+            .contains("the engine came back reusing cached prompts"),
+        "no error logged:\n{}",
+        node.stderr()
+    );
+    // A run on it ends at once with the reason.
+    let run_dir = dir.join("run");
+    std::fs::create_dir_all(&run_dir)?;
+    let conf = UserConf::new()
+        .set("*.Offline.target_qps", 1)
+        .set("*.Offline.min_duration", 1000)
+        .set("llama2-70b.Offline.min_query_count", 4);
+    let run = loadgen(
+        &run_dir,
+        &flags(&run_dir, "Offline", &conf, 4, &[&node])?,
+        Duration::from_secs(120),
+    )?;
+    ensure!(
+        !run.status.success() && run.stderr.contains("the engine reuses cached prompts"),
+        "a run on the caching node did not end with the reason ({}):\n{}",
+        run.status,
+        netdiv_tests::tail(&run.stderr, 20)
+    );
+
+    // preflight and submission refuse it, naming the evidence.
+    write_file(&dir, "system.json", SYSTEM_JSON)?;
+    write_file(&dir, "user.conf", "*.Offline.target_qps = 10\n")?;
+    let mut args: Vec<String> = [
+        "submission",
+        "--submitter",
+        "netdiv-ci",
+        "--system",
+        "lab",
+        "--system-json",
+        "system.json",
+        "--benchmark",
+        "llama2-70b-99.9",
+        "--round",
+        "v6.1",
+        "--user-conf",
+        "user.conf",
+        "--output",
+        "submission",
+        "--progress",
+        "never",
+        // Never reached: the refusal comes before any run.
+        "--accuracy-script",
+        "true {log}",
+        "--sut-node",
+    ]
+    .map(String::from)
+    .into();
+    args.push(format!("grpc://{}", node.grpc.context("gRPC address")?));
+    args.extend([
+        "--inference".into(),
+        inference.display().to_string(),
+        "--python".into(),
+        python_for_official_tools()?.display().to_string(),
+    ]);
+    for command in ["preflight", "submission"] {
+        let mut args = args.clone();
+        args[0] = command.into();
+        let out = dir.join(format!("{command}.out"));
+        let exited = run_with_deadline(
+            std::process::Command::new(loadgen_node_official_bin()?)
+                .args(&args)
+                .current_dir(&dir)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::fs::File::create(&out)?)
+                .stderr(std::fs::File::create(dir.join(format!("{command}.err")))?),
+            Duration::from_secs(120),
+        )?;
+        let said = std::fs::read_to_string(&out)?
+            + &std::fs::read_to_string(dir.join(format!("{command}.err")))?;
+        ensure!(
+            !exited.timed_out
+                && !exited.status.success()
+                && said.contains("reuses cached prompts across queries")
+                && said.contains("enable_prefix_caching=True"),
+            "{command} did not refuse the caching node ({}):\n{said}",
+            exited.status
+        );
+    }
+    Ok(())
+}
+
+/// vLLM killed while its node streams answers, beside a second node (the
+/// synthetic LLM): the node finds its engine down and declines what it
+/// held, its health says NOT_SERVING, the QDL sends those samples to the
+/// other node, and every sample completes exactly once. vLLM started again
+/// on its port: the node is SERVING and runs a VALID Offline query alone.
+#[test]
+fn vllm_killed_mid_run_moves_its_samples_and_serves_again_once_back() -> Result<()> {
+    let Some(files) = vllm_files()? else {
+        return Ok(());
+    };
+    let dir = test_dir("vllm-killed")?;
+    let mut engine = VllmServer::start(&files, &[NO_PREFIX_CACHE])?;
+    let node = shipped_node("vllm-killed", &engine)?;
+    // The other node answers as long, at 5 ms a token, 16 at once.
+    let other = Cluster::start(
+        &dir.join("other"),
+        "grpc",
+        &["synthetic-other"],
+        &llm_node(5000.0, 16, ANSWER_TOKENS as u32),
+        &[],
+    )?;
+    let run_dir = dir.join("killed");
+    std::fs::create_dir_all(&run_dir)?;
+    let conf = UserConf::new()
+        .set("*.Offline.target_qps", 1)
+        .set("*.Offline.min_duration", 1000)
+        .set("llama2-70b.Offline.min_query_count", 48)
+        .set("*.*.accuracy_log_rng_seed", 1)
+        .set("*.*.accuracy_log_sampling_target", 100000000);
+    let mut run_flags = flags(&run_dir, "Offline", &conf, 48, &[&node])?;
+    run_flags.extend(other.loadgen_flags());
+    let (group, metrics) = (engine.group(), node.metrics.context("metrics")?);
+    let killer = std::thread::spawn(move || {
+        let waited = wait_until_busy(metrics, Busy::Streaming, Duration::from_secs(120));
+        // The API server, its engine core and workers, at once.
+        kill_group(group);
+        waited
+    });
+    let run = loadgen(&run_dir, &run_flags, Duration::from_secs(600))?;
+    killer.join().expect("killer thread")?;
+    engine.kill();
+    run.expect_success()
+        .with_context(|| format!("in {}", run_dir.display()))?;
+    netdiv_tests::network_run::check_exactly_once(&run, &run_dir.join("issued.txt"))?;
+    ensure!(
+        run.stderr.contains("the engine is down"),
+        "the node did not decline its samples for its engine:\n{}",
+        netdiv_tests::tail(&run.stderr, 30)
+    );
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.logs.join("netdiv_run.json"))?)?;
+    ensure!(
+        record["qdl"]["resent"].as_u64() > Some(0),
+        "nothing was sent again: {}",
+        record["qdl"]
+    );
+    wait_for_health(&node, ServingStatus::NotServing, Duration::from_secs(10))?;
+
+    engine.restart(&[NO_PREFIX_CACHE])?;
+    wait_for_health(&node, ServingStatus::Serving, Duration::from_secs(60))?;
+    let again = dir.join("again");
+    std::fs::create_dir_all(&again)?;
+    let conf = UserConf::new()
+        .set("*.Offline.target_qps", 1)
+        .set("*.Offline.min_duration", 1000)
+        .set("llama2-70b.Offline.min_query_count", 8)
+        .set("*.*.accuracy_log_rng_seed", 1)
+        .set("*.*.accuracy_log_sampling_target", 100000000);
+    let run = loadgen(
+        &again,
+        &flags(&again, "Offline", &conf, 8, &[&node])?,
+        Duration::from_secs(300),
+    )?;
+    run.expect_valid()
+        .with_context(|| format!("after the restart, in {}", again.display()))?;
+    check_answers(&run, &again, &engine, 1)
+}
