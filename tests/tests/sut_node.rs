@@ -381,7 +381,10 @@ async fn bad_samples_get_per_sample_errors_and_the_node_keeps_serving() {
     assert_eq!(err.code(), tonic::Code::FailedPrecondition);
     assert_eq!(
         err.message(),
-        "client speaks netdiv protocol version 1, this node speaks 2"
+        format!(
+            "client speaks netdiv protocol version 1, this node speaks {}",
+            netdiv_proto::PROTOCOL_VERSION
+        )
     );
     let mut old_header = tonic::Request::new(ReceiverStream::new(mpsc::channel::<pb::Query>(1).1));
     old_header
@@ -482,7 +485,10 @@ async fn malformed_quic_frames_and_corrupt_lz4_are_refused_per_stream() {
         let e = error_of(quic_raw(&old, &request).await.unwrap());
         assert_eq!(
             e,
-            "client speaks netdiv protocol version 1, this node speaks 2"
+            format!(
+                "client speaks netdiv protocol version 1, this node speaks {}",
+                netdiv_proto::PROTOCOL_VERSION
+            )
         );
     }
     // And the node still serves a fresh, good client.

@@ -30,10 +30,10 @@ use serde_json::{json, Value};
 use netdiv_tests::bench::{finish_benchmark, machine_description, median, token_measure};
 use netdiv_tests::configs::{node_toml, UserConf};
 use netdiv_tests::llama::{llama_cpp_files, paths_from_script, synthetic_prompt, LlamaServer};
-use netdiv_tests::vllm::{vllm_files, VllmServer};
 use netdiv_tests::network_run::{llama2_prompt_flags, loadgen};
 use netdiv_tests::sut_client::NodeProcess;
 use netdiv_tests::text::tail;
+use netdiv_tests::vllm::{vllm_files, VllmServer};
 use netdiv_tests::{test_dir, write_file};
 use sut_node::backend::openai::api::EngineApi;
 use sut_node::backend::openai::OpenaiConfig;
@@ -149,7 +149,13 @@ impl Aiperf {
     }
 
     /// One `aiperf profile` run against `engine`; `load` is its load flags.
-    fn profile(&self, engine: &Engine, prompts: &Path, dir: &Path, load: &[String]) -> Result<Value> {
+    fn profile(
+        &self,
+        engine: &Engine,
+        prompts: &Path,
+        dir: &Path,
+        load: &[String],
+    ) -> Result<Value> {
         let log = dir.join("aiperf.log");
         let status = Command::new(&self.command)
             .args(["profile", "--model", engine.model(), "--url", engine.url()])
@@ -336,8 +342,17 @@ fn pin(pid: u32, cpu: usize) -> Result<()> {
     Ok(())
 }
 
-/// The node configuration both netdiv ways use.
-fn node_config(cli: &Cli, engine: &Engine) -> FileConfig {
+/// The node configuration both netdiv ways use under `load`: for the
+/// concurrency load, `--concurrency` requests open; for the rate load, as
+/// many as the engine runs (`--slots`, at least `--concurrency`), since
+/// AIPerf's arrivals are not held back either (a node that kept fewer
+/// open would hold a burst's later prompts in the QDL, in netdiv's TTFT
+/// alone).
+fn node_config(cli: &Cli, engine: &Engine, load: Load) -> FileConfig {
+    let max_in_flight = match load {
+        Load::Concurrency => cli.concurrency,
+        Load::Rate => cli.slots.max(cli.concurrency),
+    };
     FileConfig {
         benchmark: Some("llama2-70b".into()),
         backend: Some(BackendKind::Openai),
@@ -345,10 +360,30 @@ fn node_config(cli: &Cli, engine: &Engine) -> FileConfig {
             url: Some(engine.url().to_string()),
             api: engine.api(),
             max_tokens: Some(cli.answer_tokens),
-            max_in_flight: cli.concurrency,
+            max_in_flight,
             ..OpenaiConfig::default()
         },
         ..FileConfig::default()
+    }
+}
+
+/// A node (and its config file, for `--sut local`) per load.
+struct LoadNode {
+    file: PathBuf,
+    node: NodeProcess,
+}
+
+impl LoadNode {
+    fn start(cli: &Cli, engine: &Engine, dir: &Path, load: Load) -> Result<LoadNode> {
+        let name = format!("aiperf-bench-{load:?}").to_lowercase();
+        let file = write_file(
+            dir,
+            &format!("{name}.toml"),
+            &node_toml(&node_config(cli, engine, load))?,
+        )?;
+        let path = file.to_str().context("utf-8 path")?;
+        let node = NodeProcess::start(&name, None, &["--transport", "grpc", "--config", path])?;
+        Ok(LoadNode { file, node })
     }
 }
 
@@ -366,8 +401,8 @@ struct Setup<'a> {
     engine: &'a Engine,
     aiperf: &'a Aiperf,
     aiperf_prompts: &'a Path,
-    node_file: &'a Path,
-    node: &'a NodeProcess,
+    rate_node: &'a LoadNode,
+    concurrency_node: &'a LoadNode,
 }
 
 impl Setup<'_> {
@@ -413,19 +448,23 @@ impl Setup<'_> {
                     .set("*.Offline.min_query_count", cli.prompts),
             ),
         };
+        let node = match load {
+            Load::Rate => self.rate_node,
+            Load::Concurrency => self.concurrency_node,
+        };
         let sut: Vec<String> = match tool {
             Tool::NetdivQdl => vec![
                 "--sut-node".into(),
                 format!(
                     "grpc://{}",
-                    self.node.grpc.context("the node's gRPC address")?
+                    node.node.grpc.context("the node's gRPC address")?
                 ),
             ],
             _ => vec![
                 "--sut".into(),
                 "local".into(),
                 "--node-config".into(),
-                self.node_file.display().to_string(),
+                node.file.display().to_string(),
             ],
         };
         let flags = llama2_prompt_flags(
@@ -504,25 +543,16 @@ fn bench(mut cli: Cli) -> Result<String> {
     }
     let dir = test_dir("aiperf-bench")?;
     let prompts = aiperf_prompts(&cli, &engine, &dir)?;
-    let node_file = write_file(
-        &dir,
-        "sut-node.toml",
-        &node_toml(&node_config(&cli, &engine))?,
-    )?;
-    let node_path = node_file.to_str().context("utf-8 path")?;
-    let node = NodeProcess::start(
-        "aiperf-bench",
-        None,
-        &["--transport", "grpc", "--config", node_path],
-    )?;
+    let rate_node = LoadNode::start(&cli, &engine, &dir, Load::Rate)?;
+    let concurrency_node = LoadNode::start(&cli, &engine, &dir, Load::Concurrency)?;
     let setup = Setup {
         cli: &cli,
         dir: &dir,
         engine: &engine,
         aiperf: &aiperf,
         aiperf_prompts: &prompts,
-        node_file: &node_file,
-        node: &node,
+        rate_node: &rate_node,
+        concurrency_node: &concurrency_node,
     };
     // Warm the engine up: every prompt once, untimed.
     setup.run(Tool::NetdivDirect, Load::Concurrency, 0)?;
@@ -563,8 +593,11 @@ fn bench(mut cli: Cli) -> Result<String> {
     )?;
     writeln!(
         out,
-        "Rate: {} requests at {}/s, Poisson arrivals (AIPerf --request-rate; netdiv Server).\n",
-        cli.requests, cli.rate
+        "Rate: {} requests at {}/s, Poisson arrivals (AIPerf --request-rate; netdiv Server \
+         through a node with max_in_flight = {}).\n",
+        cli.requests,
+        cli.rate,
+        cli.slots.max(cli.concurrency)
     )?;
     table(&mut out, &RATE_ROWS, &rate);
     writeln!(

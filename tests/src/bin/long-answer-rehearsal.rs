@@ -72,8 +72,9 @@ impl Cli {
     }
 }
 
-/// One run's row: what it took and what the LoadGen node held.
-fn row(cli: &Cli, run: &LoadgenRun, scenario: &str, samples: usize) -> Result<String> {
+/// One run's row: what it took and what the LoadGen node held (`qps`:
+/// the Server rate, for the samples in flight at once).
+fn row(cli: &Cli, run: &LoadgenRun, scenario: &str, samples: usize, qps: f64) -> Result<String> {
     let m = token_measure(run, scenario)?;
     let record = RunRecord::read_in(&run.logs)?.context("no run record")?;
     let accuracy = run.accuracy()?;
@@ -83,11 +84,19 @@ fn row(cli: &Cli, run: &LoadgenRun, scenario: &str, samples: usize) -> Result<St
         lengths.iter().copied().max().unwrap_or(0),
     );
     let rss_mib = run.max_rss_bytes.unwrap_or(0) as f64 / (1 << 20) as f64;
-    let in_flight = (cli.nodes * cli.sequences).min(samples);
+    // Offline: every sequence of every node, while samples wait; Server:
+    // the rate times a mean answer's time (Little's law).
+    let sequences = cli.nodes * cli.sequences;
+    let in_flight = match scenario {
+        "Server" => (qps * mean * cli.decode_ms / 1e3).round() as usize,
+        _ => sequences,
+    }
+    .min(sequences)
+    .min(samples);
     let mut out = String::new();
     write!(
         out,
-        "| {scenario} | {samples} | {} | {:.1} min | {mean:.0} / {longest} | {:.1} min / {:.1} min | {:.0} | {} | {} / {} | {rss_mib:.0} MiB for {in_flight} samples in flight, answers up to {:.0} KiB |",
+        "| {scenario} | {samples} | {} | {:.1} min | {mean:.0} / {longest} | {:.1} min / {:.1} min | {:.0} | {} | {} / {} | {rss_mib:.0} MiB, about {in_flight} samples in flight, answers up to {:.0} KiB |",
         if m.valid { "VALID" } else { "INVALID" },
         run.wall.as_secs_f64() / 60.0,
         mean * cli.decode_ms / 60e3,
@@ -138,11 +147,11 @@ fn run(cli: &Cli, cluster: &Cluster, scenario: &str, samples: usize, qps: f64) -
     eprintln!("long-answer-rehearsal: {scenario}, {samples} samples");
     let result = loadgen(&dir, &args, Duration::from_secs(3 * 3600))?;
     result.expect_success()?;
-    row(cli, &result, scenario, samples)
+    row(cli, &result, scenario, samples, qps)
 }
 
 fn bench(cli: &Cli) -> Result<String> {
-    if cli.nodes == 0 || cli.sequences == 0 || !(cli.decode_ms > 0.0) {
+    if cli.nodes == 0 || cli.sequences == 0 || cli.decode_ms.is_nan() || cli.decode_ms <= 0.0 {
         bail!("--nodes, --sequences and --decode-ms must be above 0");
     }
     loadgen_node_bin()?;

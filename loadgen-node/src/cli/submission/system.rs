@@ -30,9 +30,11 @@ pub fn read_user_fields(path: &Path) -> Result<Map<String, Value>> {
     }
 }
 
-/// The person's fields, the measured network fields where the person left
-/// them out or marked them TODO, and `division = network`. Errors list
-/// every field still to fill in.
+/// The person's fields, the network fields netdiv measured (they win:
+/// a person's value left empty or TODO is replaced, one that differs is
+/// refused naming both, since a stale template would contradict the
+/// runs), the fields it cannot measure as the person wrote them, and
+/// `division = network`. Errors list every field still to fill in.
 pub fn merge(
     user: Map<String, Value>,
     measured: &Value,
@@ -40,13 +42,31 @@ pub fn merge(
     origin: &Path,
 ) -> Result<Value> {
     let mut merged = user;
+    let mut contradicted = Vec::new();
     if let Some(measured) = measured.as_object() {
         for (key, value) in measured {
-            let keep_user = merged.get(key).is_some_and(|v| !is_todo(v));
-            if !keep_user {
-                merged.insert(key.clone(), value.clone());
+            let given = merged
+                .get(key)
+                .filter(|v| !is_todo(v) && v.as_str() != Some(""));
+            match given {
+                // A field netdiv cannot measure: the person's.
+                Some(_) if is_todo(value) => {}
+                Some(user) if user != value => {
+                    contradicted.push(format!("{key}: {user} in the file, {value} measured"))
+                }
+                _ => {
+                    merged.insert(key.clone(), value.clone());
+                }
             }
         }
+    }
+    if !contradicted.is_empty() {
+        bail!(
+            "{}: fields netdiv measures differ from what the runs' nodes show ({}); remove \
+             them from the file (the measured values are written) or correct them",
+            origin.display(),
+            contradicted.join("; ")
+        );
     }
     match merged.get("division").and_then(Value::as_str) {
         None | Some("network") => {}
@@ -110,6 +130,27 @@ mod tests {
         for field in ["network_type", "system_name"] {
             assert!(err.contains(field), "{err}");
         }
+    }
+
+    /// A template made over gRPC, a submission run over QUIC: the file's
+    /// protocol contradicts the runs and is refused with both values; an
+    /// empty field takes the measured value.
+    #[test]
+    fn a_measured_field_the_file_contradicts_is_refused_with_both_values() {
+        let measured = json!({"network_protocol": "QUIC (UDP/IP)", "number_connections": "2"});
+        let user = map(json!({"network_protocol": "gRPC (HTTP/2 over TCP/IP)",
+                               "number_connections": ""}));
+        let err = merge(user, &measured, "acme", Path::new("sys.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(r#"network_protocol: "gRPC (HTTP/2 over TCP/IP)" in the file, "QUIC (UDP/IP)" measured"#),
+            "{err}"
+        );
+        assert!(!err.contains("number_connections"), "{err}");
+        let user = map(json!({"network_protocol": "QUIC (UDP/IP)", "number_connections": ""}));
+        let v = merge(user, &measured, "acme", Path::new("sys.json")).unwrap();
+        assert_eq!(v["number_connections"], "2");
     }
 
     #[test]
