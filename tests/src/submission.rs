@@ -1,10 +1,13 @@
 //! What the submission tests share: the mlcommons/inference checkout the
-//! official tools come from, a complete system description, and reading
-//! back the verdict `loadgen-node submission --check` prints.
+//! official tools come from, a complete system description, the arguments
+//! of a submission refused before any run, and reading back the verdict
+//! `loadgen-node submission --check` prints.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use crate::workspace_root;
+use anyhow::Result;
+
+use crate::{workspace_root, write_file};
 
 /// The checkout: `NETDIV_INFERENCE_REPO`, else the shared copy beside the
 /// workspace (`../shared/mlcommons-inference`), if either exists.
@@ -15,6 +18,55 @@ pub fn inference_checkout() -> Option<PathBuf> {
         p.join("tools/submission/submission_checker/main.py")
             .is_file()
     })
+}
+
+/// `loadgen-node submission` arguments for a llama2-70b-99.9 submission
+/// over `nodes` (`--sut-node` URLs) that a refusal stops before any run
+/// (its scorer is never reached): `system.json` and `user.conf` are
+/// written into `dir`, the official tools come from `inference`. Replace
+/// the first argument with `preflight` for the preflight alone.
+pub fn refused_llm_submission(
+    dir: &Path,
+    inference: &Path,
+    nodes: &[String],
+) -> Result<Vec<String>> {
+    write_file(dir, "system.json", SYSTEM_JSON)?;
+    write_file(dir, "user.conf", "*.Offline.target_qps = 10\n")?;
+    let mut args: Vec<String> = [
+        "submission",
+        "--submitter",
+        "netdiv-ci",
+        "--system",
+        "lab",
+        "--system-json",
+        "system.json",
+        "--benchmark",
+        "llama2-70b-99.9",
+        "--round",
+        "v6.1",
+        "--user-conf",
+        "user.conf",
+        "--output",
+        "submission",
+        "--progress",
+        "never",
+        "--accuracy-script",
+        "true {log}",
+    ]
+    .map(String::from)
+    .into();
+    args.extend([
+        "--inference".into(),
+        inference.display().to_string(),
+        "--python".into(),
+        crate::python::python_for_official_tools()?
+            .display()
+            .to_string(),
+    ]);
+    for node in nodes {
+        args.extend(["--sut-node".into(), node.clone()]);
+    }
+    Ok(args)
 }
 
 /// A system description with every field a person fills in (the network

@@ -22,7 +22,7 @@ use netdiv_tests::misbehaving_engine::{MisbehavingEngine, Misbehaviour, CUT_SHOR
 use netdiv_tests::mlperf_logs::detail_value;
 use netdiv_tests::network_run::{llama2_prompt_flags, loadgen, loadgen_with, Cluster, LoadgenRun};
 use netdiv_tests::python::python_for_official_tools;
-use netdiv_tests::submission::{inference_checkout, SYSTEM_JSON};
+use netdiv_tests::submission::{inference_checkout, refused_llm_submission};
 use netdiv_tests::sut_client::{
     grpc_client, grpc_collect, plain_query, signal_when_busy, versioned, Busy, ClientCert,
     NodeProcess,
@@ -693,44 +693,11 @@ fn llama_cpp_with_prompt_caching_forced_on_is_caught_at_start_and_refused_by_sub
     );
     // Submission mode refuses the caching node, before any run, naming
     // it and the measured evidence; the other node is not named for it.
-    write_file(&dir, "system.json", SYSTEM_JSON)?;
-    write_file(&dir, "user.conf", "*.Offline.target_qps = 10\n")?;
-    let mut args: Vec<String> = [
-        "submission",
-        "--submitter",
-        "netdiv-ci",
-        "--system",
-        "lab",
-        "--system-json",
-        "system.json",
-        "--benchmark",
-        "llama2-70b-99.9",
-        "--round",
-        "v6.1",
-        "--user-conf",
-        "user.conf",
-        "--output",
-        "submission",
-        "--progress",
-        "never",
-        // Never reached: the refusal comes before any run.
-        "--accuracy-script",
-        "true {log}",
-    ]
-    .map(String::from)
-    .into();
-    args.extend([
-        "--inference".into(),
-        inference.display().to_string(),
-        "--python".into(),
-        python_for_official_tools()?.display().to_string(),
-    ]);
-    for node in [&off, &on] {
-        args.extend([
-            "--sut-node".into(),
-            format!("grpc://{}", node.grpc.context("gRPC address")?),
-        ]);
-    }
+    let nodes = [&off, &on]
+        .iter()
+        .map(|node| Ok(format!("grpc://{}", node.grpc.context("gRPC address")?)))
+        .collect::<Result<Vec<_>>>()?;
+    let args = refused_llm_submission(&dir, &inference, &nodes)?;
     // The preflight alone names the caching node on a FAIL line, in seconds.
     let mut preflight = args.clone();
     preflight[0] = "preflight".into();

@@ -27,13 +27,10 @@ use netdiv_tests::binaries::loadgen_node_official_bin;
 use netdiv_tests::configs::llm_node;
 use netdiv_tests::llama::synthetic_prompt;
 use netdiv_tests::network_run::{llama2_prompt_flags, loadgen, Cluster, LoadgenRun};
-use netdiv_tests::python::python_for_official_tools;
-use netdiv_tests::submission::{inference_checkout, SYSTEM_JSON};
+use netdiv_tests::submission::{inference_checkout, refused_llm_submission};
 use netdiv_tests::sut_client::{grpc_client, wait_until_busy, Busy, ClientCert, NodeProcess};
 use netdiv_tests::vllm::{kill_group, vllm_files, VllmServer};
-use netdiv_tests::{
-    run_with_deadline, skip_unless_ci, test_dir, workspace_root, write_file, UserConf,
-};
+use netdiv_tests::{run_with_deadline, skip_unless_ci, test_dir, workspace_root, UserConf};
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
@@ -296,40 +293,8 @@ fn vllm_prefix_caching_is_read_at_start_and_again_after_a_restart() -> Result<()
     );
 
     // preflight and submission refuse it, naming the evidence.
-    write_file(&dir, "system.json", SYSTEM_JSON)?;
-    write_file(&dir, "user.conf", "*.Offline.target_qps = 10\n")?;
-    let mut args: Vec<String> = [
-        "submission",
-        "--submitter",
-        "netdiv-ci",
-        "--system",
-        "lab",
-        "--system-json",
-        "system.json",
-        "--benchmark",
-        "llama2-70b-99.9",
-        "--round",
-        "v6.1",
-        "--user-conf",
-        "user.conf",
-        "--output",
-        "submission",
-        "--progress",
-        "never",
-        // Never reached: the refusal comes before any run.
-        "--accuracy-script",
-        "true {log}",
-        "--sut-node",
-    ]
-    .map(String::from)
-    .into();
-    args.push(format!("grpc://{}", node.grpc.context("gRPC address")?));
-    args.extend([
-        "--inference".into(),
-        inference.display().to_string(),
-        "--python".into(),
-        python_for_official_tools()?.display().to_string(),
-    ]);
+    let node_url = format!("grpc://{}", node.grpc.context("gRPC address")?);
+    let args = refused_llm_submission(&dir, &inference, &[node_url])?;
     for command in ["preflight", "submission"] {
         let mut args = args.clone();
         args[0] = command.into();

@@ -139,6 +139,23 @@ impl Lane {
         self.outbox.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Puts `query` in the outbox as one frame and wakes the writer if it
+    /// was idle (otherwise it has been woken already, or is writing and
+    /// looks again when done).
+    fn enqueue(&self, query: pb::Query) {
+        let request = pb::QuicRequest {
+            protocol_version: netdiv_proto::PROTOCOL_VERSION,
+            kind: Some(quic_request::Kind::Query(query)),
+        };
+        let mut outbox = self.outbox();
+        let was_empty = outbox.is_empty();
+        outbox.push(&request);
+        drop(outbox);
+        if was_empty {
+            self.ready.notify_one();
+        }
+    }
+
     /// Tells the writer that nothing more comes: it writes what the
     /// outbox holds, then finishes the stream.
     fn close_outbox(&self) {
@@ -334,20 +351,10 @@ impl QuicLink {
             if cancel.is_empty() {
                 continue;
             }
-            let request = pb::QuicRequest {
-                protocol_version: netdiv_proto::PROTOCOL_VERSION,
-                kind: Some(quic_request::Kind::Query(pb::Query {
-                    cancel,
-                    ..Default::default()
-                })),
-            };
-            let mut outbox = lane.outbox();
-            let was_empty = outbox.is_empty();
-            outbox.push(&request);
-            drop(outbox);
-            if was_empty {
-                lane.ready.notify_one();
-            }
+            lane.enqueue(pb::Query {
+                cancel,
+                ..Default::default()
+            });
         }
     }
 
@@ -368,21 +375,9 @@ impl QuicLink {
             state
                 .unanswered
                 .extend(query.samples.iter().map(|s| s.response_id));
-            let request = pb::QuicRequest {
-                protocol_version: netdiv_proto::PROTOCOL_VERSION,
-                kind: Some(quic_request::Kind::Query(query)),
-            };
             // A writer that is gone has failed its stream, and the reader
             // reports these samples with the rest.
-            let mut outbox = lane.outbox();
-            let was_empty = outbox.is_empty();
-            outbox.push(&request);
-            drop(outbox);
-            // Otherwise the writer has been woken already, or is writing
-            // and looks again when done.
-            if was_empty {
-                lane.ready.notify_one();
-            }
+            lane.enqueue(query);
             return;
         }
     }

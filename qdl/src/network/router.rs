@@ -502,34 +502,69 @@ struct Output {
     n_tokens: i64,
 }
 
+/// A batch of answers from one node, sorted by what each is.
+#[derive(Default)]
+struct Answers {
+    /// Outputs and first tokens (`true`), decoded, in the order the node
+    /// sent them: a first token sent after its sample's completion must
+    /// reach the LoadGen after it too (where it is an error), not be moved
+    /// ahead.
+    outputs: Vec<(bool, Output)>,
+    /// Samples the node declined (retryable), and its reason.
+    declined: Vec<u64>,
+    decline_reason: String,
+    /// Samples the node could not run, or whose answer was refused.
+    broken: Vec<(u64, String)>,
+    /// Samples the node confirms it dropped on the QDL's cancel.
+    cancelled: Vec<u64>,
+}
+
 impl QueryRouter {
-    /// Answers (outputs, first tokens, per-sample errors) from `node`'s
-    /// current connection.
+    /// Answers (outputs, first tokens, per-sample errors, cancels) from
+    /// `node`'s current connection.
     fn completions(&self, node: usize, completions: Vec<pb::Completion>) {
+        let answers = self.sort_answers(node, completions);
+        self.cancels_confirmed(node, answers.cancelled);
+        for run in answers.outputs.chunk_by(|a, b| a.0 == b.0) {
+            let ids: Vec<u64> = run.iter().map(|(_, o)| o.id).collect();
+            let outputs: Vec<&Output> = run.iter().map(|(_, o)| o).collect();
+            if run[0].0 {
+                self.first_tokens_of(node, &ids, &outputs);
+            } else {
+                self.outputs_of(node, &ids, &outputs);
+            }
+        }
+        for (id, error) in answers.broken {
+            self.fail_samples(node, &[id], &error);
+        }
+        if !answers.declined.is_empty() {
+            self.declined_by(node, &answers.declined, &answers.decline_reason);
+        }
+    }
+
+    /// Decodes (timed) and sorts a batch of answers, and counts its
+    /// traffic.
+    fn sort_answers(&self, node: usize, completions: Vec<pb::Completion>) -> Answers {
         let benchmark = self.store.benchmark();
-        // In the order the node sent them: a first token sent after its
-        // sample's completion must reach the LoadGen after it too (where
-        // it is an error), not be moved ahead.
-        let mut outputs: Vec<(bool, Output)> = Vec::with_capacity(completions.len());
-        let mut declined = Vec::new();
-        let mut decline_reason = String::new();
-        let mut broken: Vec<(u64, String)> = Vec::new();
-        let answers = completions.len() as u64;
+        let mut sorted = Answers {
+            outputs: Vec::with_capacity(completions.len()),
+            ..Answers::default()
+        };
+        let count = completions.len() as u64;
         let wire: u64 = completions.iter().map(|c| c.data.len() as u64).sum();
         let mut decoded = 0u64;
-        let mut cancelled = Vec::new();
         for c in completions {
             let id = c.response_id;
             if c.cancelled {
-                cancelled.push(id);
+                sorted.cancelled.push(id);
                 continue;
             }
             if !c.error.is_empty() {
                 if c.retryable {
-                    declined.push(id);
-                    decline_reason = c.error;
+                    sorted.declined.push(id);
+                    sorted.decline_reason = c.error;
                 } else {
-                    broken.push((id, c.error));
+                    sorted.broken.push((id, c.error));
                 }
                 continue;
             }
@@ -538,91 +573,101 @@ impl QueryRouter {
             match completion_output(c, benchmark, self.max_response_bytes) {
                 Ok(data) => {
                     decoded += data.len() as u64;
-                    outputs.push((first_token, Output { id, data, n_tokens }))
+                    sorted
+                        .outputs
+                        .push((first_token, Output { id, data, n_tokens }))
                 }
-                Err(e) => broken.push((id, format!("response refused: {e}"))),
+                Err(e) => sorted.broken.push((id, format!("response refused: {e}"))),
             }
         }
-        self.traffic[node].received(answers, wire, decoded);
+        self.traffic[node].received(count, wire, decoded);
         self.window.answered();
-        if !cancelled.is_empty() {
-            self.cancels_confirmed
-                .fetch_add(cancelled.len() as u64, Ordering::Relaxed);
-            // A cancel answers a sample the QDL took back; one it still
-            // counts on that node is an answer it never asked for.
-            let unasked: Vec<u64> = {
-                let pool = self.lock_pool();
-                cancelled
-                    .into_iter()
-                    .filter(|id| pool.timing(node, *id).is_some())
-                    .collect()
-            };
-            for id in unasked {
-                self.fail_samples(
-                    node,
-                    &[id],
-                    &"the node cancelled a sample the QDL did not cancel",
-                );
-            }
+        sorted
+    }
+
+    /// The node dropped these samples on the QDL's cancel: they were taken
+    /// back from it, so the answers count for nothing; one the QDL still
+    /// counts on that node is an answer it never asked for.
+    fn cancels_confirmed(&self, node: usize, cancelled: Vec<u64>) {
+        if cancelled.is_empty() {
+            return;
         }
-        for run in outputs.chunk_by(|a, b| a.0 == b.0) {
-            let first_tokens = run[0].0;
-            let ids: Vec<u64> = run.iter().map(|(_, o)| o.id).collect();
-            let run: Vec<&Output> = run.iter().map(|(_, o)| o).collect();
-            if first_tokens {
-                let tags = {
-                    let mut pool = self.lock_pool();
-                    let tags = pool.first_token(node, &ids);
-                    // Counted first tokens only: the node's TTFT.
-                    for (id, tag) in ids.iter().zip(&tags) {
-                        if let (Some(_), Some(t)) = (tag, pool.timing(node, *id)) {
-                            let first = t.first_token_at.unwrap_or(t.sent_at);
-                            let us = first.saturating_duration_since(t.sent_at).as_micros();
-                            self.traffic[node].first_token(us as u64);
-                        }
-                    }
-                    tags
-                };
-                let late = self.deliver(&run, tags, |sink, batch| sink.first_token(batch));
-                self.first_tokens
-                    .fetch_add(ids.len() as u64 - late, Ordering::Relaxed);
-            } else {
-                let (tags, sends) = {
-                    let mut pool = self.lock_pool();
-                    // Only answers that count are timed (the sample is
-                    // outstanding here); the pool decides, as before.
-                    let now = Instant::now();
-                    for output in &run {
-                        if let Some(t) = pool.timing(node, output.id) {
-                            self.traffic[node].completed(t, now, output.n_tokens);
-                        }
-                    }
-                    pool.complete(node, &ids)
-                };
-                self.send(sends);
-                let late = self.deliver(&run, tags, |sink, batch| sink.complete(batch));
-                self.completed
-                    .fetch_add(ids.len() as u64 - late, Ordering::Relaxed);
-                self.late_answers.fetch_add(late, Ordering::Relaxed);
-            }
+        self.cancels_confirmed
+            .fetch_add(cancelled.len() as u64, Ordering::Relaxed);
+        let unasked: Vec<u64> = {
+            let pool = self.lock_pool();
+            cancelled
+                .into_iter()
+                .filter(|id| pool.timing(node, *id).is_some())
+                .collect()
+        };
+        for id in unasked {
+            self.fail_samples(
+                node,
+                &[id],
+                &"the node cancelled a sample the QDL did not cancel",
+            );
         }
-        for (id, error) in broken {
-            self.fail_samples(node, &[id], &error);
-        }
-        if !declined.is_empty() {
-            let result = {
-                let mut pool = self.lock_pool();
-                if pool.is_healthy(node) {
-                    tracing::warn!(
-                        node = %self.urls[node],
-                        event = "node_declines",
-                        "node declines work ({decline_reason}); it gets no more until it rejoins, and what it declines goes to the other nodes"
-                    );
-                    self.record_change(node, NodeState::Declining, decline_reason.clone());
+    }
+
+    /// First tokens from `node`: those that count go to their sinks, and
+    /// time the node's TTFT.
+    fn first_tokens_of(&self, node: usize, ids: &[u64], outputs: &[&Output]) {
+        let tags = {
+            let mut pool = self.lock_pool();
+            let tags = pool.first_token(node, ids);
+            // Counted first tokens only: the node's TTFT.
+            for (id, tag) in ids.iter().zip(&tags) {
+                if let (Some(_), Some(t)) = (tag, pool.timing(node, *id)) {
+                    let first = t.first_token_at.unwrap_or(t.sent_at);
+                    let us = first.saturating_duration_since(t.sent_at).as_micros();
+                    self.traffic[node].first_token(us as u64);
                 }
-                pool.decline(node, &declined, &decline_reason)
-            };
-            self.send_or_strand(result);
-        }
+            }
+            tags
+        };
+        let late = self.deliver(outputs, tags, |sink, batch| sink.first_token(batch));
+        self.first_tokens
+            .fetch_add(ids.len() as u64 - late, Ordering::Relaxed);
+    }
+
+    /// Completions from `node`: those that count go to their sinks, free
+    /// room for what waits, and are timed.
+    fn outputs_of(&self, node: usize, ids: &[u64], outputs: &[&Output]) {
+        let (tags, sends) = {
+            let mut pool = self.lock_pool();
+            // Only answers that count are timed (the sample is
+            // outstanding here); the pool decides, as before.
+            let now = Instant::now();
+            for output in outputs {
+                if let Some(t) = pool.timing(node, output.id) {
+                    self.traffic[node].completed(t, now, output.n_tokens);
+                }
+            }
+            pool.complete(node, ids)
+        };
+        self.send(sends);
+        let late = self.deliver(outputs, tags, |sink, batch| sink.complete(batch));
+        self.completed
+            .fetch_add(ids.len() as u64 - late, Ordering::Relaxed);
+        self.late_answers.fetch_add(late, Ordering::Relaxed);
+    }
+
+    /// `node` declined these samples: it gets no more work until it
+    /// rejoins, and they go to the others.
+    fn declined_by(&self, node: usize, declined: &[u64], reason: &str) {
+        let result = {
+            let mut pool = self.lock_pool();
+            if pool.is_healthy(node) {
+                tracing::warn!(
+                    node = %self.urls[node],
+                    event = "node_declines",
+                    "node declines work ({reason}); it gets no more until it rejoins, and what it declines goes to the other nodes"
+                );
+                self.record_change(node, NodeState::Declining, reason.to_string());
+            }
+            pool.decline(node, declined, reason)
+        };
+        self.send_or_strand(result);
     }
 }
