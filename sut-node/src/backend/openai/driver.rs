@@ -107,7 +107,7 @@ fn run_device<T: Work>(
             sink(DeviceEvent::Cancelled { item });
             continue;
         }
-        if backend.caches() {
+        if backend.caching_since_restart() {
             sink(DeviceEvent::Declined {
                 item,
                 reason: "the engine reuses cached prompts (it came back from a restart with \

@@ -274,6 +274,12 @@ pub struct OpenaiBackend {
     cache: RwLock<client::CacheCheck>,
     /// Whether the engine answered its last health check.
     engine_up: AtomicBool,
+    /// The engine came back from being down reusing cached prompts, where
+    /// the start check found it did not: from then on every sample is
+    /// declined (the QDL read the node's Info at the start, with the
+    /// cache off). A cache found at start is in the Info, where
+    /// `submission` refuses it.
+    caching_since_restart: AtomicBool,
 }
 
 impl std::fmt::Debug for OpenaiBackend {
@@ -335,6 +341,7 @@ impl OpenaiBackend {
         Ok(Self {
             cache: RwLock::new(cache),
             engine_up: AtomicBool::new(true),
+            caching_since_restart: AtomicBool::new(false),
             config,
             benchmark: *benchmark,
             token_ids,
@@ -369,22 +376,36 @@ impl OpenaiBackend {
         prompt_ids(input, self.token_ids)
     }
 
-    /// Whether the engine reuses cached prompts, as the checks last found.
-    pub fn caches(&self) -> bool {
-        self.cache.read().unwrap_or_else(|e| e.into_inner()).caches
+    /// Whether the engine came back from a restart reusing cached prompts
+    /// that it did not reuse at start: the node then declines every
+    /// sample.
+    pub fn caching_since_restart(&self) -> bool {
+        self.caching_since_restart.load(Ordering::Acquire)
     }
 
     /// The engine's health, and after it was down, its prompt cache
     /// checked again (an engine restarted with prefix caching on would
-    /// otherwise serve a running LoadGen from its cache): from then on
-    /// the node declines every sample, and its Info says why. Run on the
-    /// client's runtime.
+    /// otherwise serve a running LoadGen from its cache): if it now caches
+    /// where it did not before, the node declines every sample until a
+    /// later restart finds the cache off again, and its Info says why. Run
+    /// on the client's runtime.
     pub async fn check_health(&self) -> bool {
         let healthy = self.client.healthy().await;
         let was_up = self.engine_up.swap(healthy, Ordering::AcqRel);
         if healthy && !was_up {
+            let since_restart = self.caching_since_restart();
+            let known = self.cache.read().unwrap_or_else(|e| e.into_inner()).caches;
             match self.client.check_prompt_cache().await {
-                Ok(check) if check.caches => {
+                Ok(check) if !check.caches && since_restart => {
+                    tracing::info!(
+                        engine = %self.config.url.as_deref().unwrap_or(""),
+                        "the engine came back with its prompt cache off ({}); the node serves again",
+                        check.evidence
+                    );
+                    *self.cache.write().unwrap_or_else(|e| e.into_inner()) = check;
+                    self.caching_since_restart.store(false, Ordering::Release);
+                }
+                Ok(check) if check.caches && !known => {
                     tracing::error!(
                         engine = %self.config.url.as_deref().unwrap_or(""),
                         "the engine came back reusing cached prompts across queries ({}); the \
@@ -396,6 +417,7 @@ impl OpenaiBackend {
                         caches: true,
                         evidence: format!("after the engine came back: {}", check.evidence),
                     };
+                    self.caching_since_restart.store(true, Ordering::Release);
                 }
                 Ok(_) => {}
                 Err(e) => {
