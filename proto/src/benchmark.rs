@@ -195,7 +195,8 @@ pub struct BenchmarkSpec {
 
 /// No compression: what the rules allow where their table names no scheme.
 const NONE: &[Codec] = &[Codec::None];
-/// No compression, or the approved lossless codec.
+/// No compression, or lz4, the lossless codec netdiv offers (the working
+/// group must still approve it for a submission).
 const LOSSLESS: &[Codec] = &[Codec::None, Codec::Lz4];
 /// The two accuracy targets of benchmarks run at 99 % and 99.9 % of the
 /// reference.

@@ -4,7 +4,7 @@
 //! sut-node daemons to a LoadGen as one SUT, [`NetworkSut`]. It does only
 //! what the Network-division rules allow a QDL to do: forward queries
 //! (split when large, never merged), send the QSL's bytes unchanged,
-//! decode approved lossless compression of responses, and complete every
+//! decode the lossless compression of responses the rules' table allows, and complete every
 //! sample exactly once. Batching and all pre- and post-processing happen on
 //! the nodes. It knows nothing of which LoadGen drives it: completions go
 //! to a [`CompletionSink`].

@@ -91,23 +91,8 @@ fn set_up() -> Result<PathBuf> {
 /// into a virtual environment of its own under the cache
 /// (`netdiv/tools/PACKAGE`), so a fresh machine needs nothing by hand.
 pub fn pypi_tool(package: &str, program: &str) -> Result<PathBuf> {
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .ok_or_else(|| anyhow!("neither XDG_CACHE_HOME nor HOME is set"))?
-        .join("netdiv/tools");
-    std::fs::create_dir_all(&cache)
-        .with_context(|| format!("cannot create {}", cache.display()))?;
-    let lock = std::fs::File::create(cache.join(format!(".{package}.lock")))?;
-    // SAFETY: a valid descriptor; the lock is released when `lock` closes.
-    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
-        bail!("cannot lock the cache of {package}");
-    }
-    let venv = cache.join(package);
+    let venv = pypi_venv(package, &[package])?;
     let tool = venv.join("bin").join(program);
-    if !tool.is_file() {
-        install(&venv, package)?;
-    }
     if !tool.is_file() {
         bail!(
             "pip installed {package} but {} is not there",
@@ -117,8 +102,43 @@ pub fn pypi_tool(package: &str, program: &str) -> Result<PathBuf> {
     Ok(tool)
 }
 
-/// A virtual environment at `venv` with `package` installed by pip.
-fn install(venv: &std::path::Path, package: &str) -> Result<()> {
+/// The Python of a virtual environment `name` under the cache
+/// (`netdiv/tools/NAME`) with exactly `packages` (pinned `name==version`
+/// specs) installed by pip, made once and shared by test processes.
+pub fn pypi_python(name: &str, packages: &[&str]) -> Result<PathBuf> {
+    Ok(pypi_venv(name, packages)?.join("bin/python3"))
+}
+
+fn pypi_venv(name: &str, packages: &[&str]) -> Result<PathBuf> {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .ok_or_else(|| anyhow!("neither XDG_CACHE_HOME nor HOME is set"))?
+        .join("netdiv/tools");
+    std::fs::create_dir_all(&cache)
+        .with_context(|| format!("cannot create {}", cache.display()))?;
+    let lock = std::fs::File::create(cache.join(format!(".{name}.lock")))?;
+    // SAFETY: a valid descriptor; the lock is released when `lock` closes.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        bail!("cannot lock the cache of {name}");
+    }
+    let venv = cache.join(name);
+    // The mark is written last: a half-made environment is made again.
+    let done = venv.join(".netdiv-installed");
+    if !done.is_file() {
+        if venv.exists() {
+            std::fs::remove_dir_all(&venv)
+                .with_context(|| format!("cannot clear {}", venv.display()))?;
+        }
+        install(&venv, packages)?;
+        std::fs::write(&done, packages.join("\n"))
+            .with_context(|| format!("cannot write {}", done.display()))?;
+    }
+    Ok(venv)
+}
+
+/// A virtual environment at `venv` with `packages` installed by pip.
+fn install(venv: &std::path::Path, packages: &[&str]) -> Result<()> {
     let run = |cmd: &mut Command, what: &str| -> Result<()> {
         let out = cmd.output().with_context(|| format!("cannot {what}"))?;
         if !out.status.success() {
@@ -131,7 +151,9 @@ fn install(venv: &std::path::Path, package: &str) -> Result<()> {
         "create a Python virtual environment",
     )?;
     run(
-        Command::new(venv.join("bin/python3")).args(["-m", "pip", "install", "--quiet", package]),
-        &format!("pip install {package}"),
+        Command::new(venv.join("bin/python3"))
+            .args(["-m", "pip", "install", "--quiet"])
+            .args(packages),
+        &format!("pip install {}", packages.join(" ")),
     )
 }

@@ -213,10 +213,112 @@ fn files_that_are_not_the_benchmarks_data_are_refused_naming_why() -> Result<()>
     std::fs::write(&object, br#"{"tok_input": [1, 2]}"#)?;
     let said = refusal("llama3.1-8b", &object)?;
     ensure!(
-        said.contains("object.json") && said.contains("not a JSON array"),
+        said.contains("object.json")
+            && said.contains("neither pandas' columns nor its index orient"),
         "{said}"
     );
     Ok(())
+}
+
+/// The pandas versions a submitter may have, each pinned: pandas 2 with
+/// Python strings and with pyarrow-backed ones (`future.infer_string`),
+/// pandas 3 without pyarrow and with it (its default strings are then
+/// Arrow arrays, pickled as their buffers).
+const PANDAS: [(&str, &[&str], bool); 4] = [
+    ("pandas-2.2.3", &["pandas==2.2.3", "numpy==2.4.6"], false),
+    (
+        "pandas-2.2.3-pyarrow",
+        &["pandas==2.2.3", "numpy==2.4.6", "pyarrow==26.0.1"],
+        true,
+    ),
+    ("pandas-3.1.1", &["pandas==3.1.1", "numpy==2.4.6"], false),
+    (
+        "pandas-3.1.1-pyarrow",
+        &["pandas==3.1.1", "numpy==2.4.6", "pyarrow==26.0.1"],
+        false,
+    ),
+];
+
+/// Each pandas of [`PANDAS`], installed from PyPI, writes the frame as a
+/// pickle and as JSON in every orient; each file is read as the
+/// reference's `pd.read_pickle`/`pd.read_json` reads it: the same prompts
+/// in the same row order (the values orient, which holds no column names,
+/// is refused naming why). One pickle of pandas 3 with pyarrow also runs
+/// end to end.
+#[test]
+fn data_sets_as_each_pandas_writes_them_are_read() -> Result<()> {
+    let dir = test_dir("datasets-pandas")?;
+    let script = workspace_root().join("tests/data/datasets/pandas_versions.py");
+    for (label, packages, infer_string) in PANDAS {
+        let python = netdiv_tests::python::pypi_python(label, packages)?;
+        let mut command = Command::new(&python);
+        command.arg(&script).arg(dir.path()).arg(label);
+        if infer_string {
+            command.arg("--infer-string");
+        }
+        let out = command
+            .output()
+            .with_context(|| format!("cannot run {}", python.display()))?;
+        ensure!(
+            out.status.success(),
+            "{label}: pandas_versions.py failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        eprintln!("{}", String::from_utf8_lossy(&out.stdout).trim());
+        let expected: Vec<Vec<i64>> = serde_json::from_str(&std::fs::read_to_string(
+            dir.join(format!("{label}.expected.json")),
+        )?)?;
+        for kind in [
+            "pkl",
+            "records.json",
+            "split.json",
+            "table.json",
+            "columns.json",
+            "index.json",
+        ] {
+            let file = dir.join(format!("{label}.{kind}"));
+            let data = qdl::samples::dataset::open(&file)
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .context("not read as a data set")?;
+            ensure!(
+                data.count() == expected.len(),
+                "{label}.{kind}: {} prompts",
+                data.count()
+            );
+            for (row, ids) in expected.iter().enumerate() {
+                let sent = data.read(row).map_err(|e| anyhow::anyhow!("{e}"))?;
+                let want: Vec<u8> = ids
+                    .iter()
+                    .flat_map(|id| (*id as i32).to_le_bytes())
+                    .collect();
+                ensure!(
+                    sent[..] == want[..],
+                    "{label}.{kind}: row {row} is not its prompt"
+                );
+            }
+        }
+        let values = dir.join(format!("{label}.values.json"));
+        let refused = qdl::samples::dataset::open(&values)
+            .err()
+            .map(|e| e.to_string());
+        ensure!(
+            refused
+                .as_deref()
+                .is_some_and(|e| e.contains("values orient")),
+            "{label}: the values orient was not refused by name: {refused:?}"
+        );
+    }
+    let expected = serde_json::json!({
+        "llama2": serde_json::from_str::<Value>(&std::fs::read_to_string(
+            dir.join("pandas-3.1.1-pyarrow.expected.json"),
+        )?)?
+    });
+    let (_d, run) = accuracy_run(
+        "llama2-70b",
+        &dir.join("pandas-3.1.1-pyarrow.pkl"),
+        "dataset-pandas3",
+    )?;
+    check_prompts(&run, &expected, "llama2")
 }
 
 /// A folder of int64 `.npy` prompts (what `np.save` of Python ints

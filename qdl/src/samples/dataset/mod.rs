@@ -3,8 +3,9 @@
 //!
 //! * LLM prompts as token ids: a pandas pickle (`.pkl`, `.pkl.gz`; e.g.
 //!   llama2-70b's `open_orca_gpt4_tokenized_llama.sampled_24576.pkl`)
-//!   with a `tok_input` (or `input_tokens`) column, or a JSON array of
-//!   objects with `tok_input` (llama3.1-8b's `cnn_eval.json`); each
+//!   with a `tok_input` (or `input_tokens`) column, as pandas 1.5, 2 and 3
+//!   write them (pyarrow-backed strings too), or JSON in any orient
+//!   `pd.read_json` reads (llama3.1-8b's `cnn_eval.json` is records); each
 //!   prompt is sent unpadded as int32 ids, as the references send them;
 //! * 3D-UNet's KiTS19 volumes: the folder `preprocess.py` writes, with
 //!   `preprocessed_files.pkl` (the case list) and one `case_XXXXX.pkl`
@@ -14,6 +15,7 @@
 //! Anything else is refused with what was expected. [`pickle`] reads the
 //! pickles, [`numpy`] their arrays and [`pandas`] the data frames.
 
+pub mod json;
 pub mod numpy;
 pub mod pandas;
 pub mod pickle;
@@ -226,39 +228,22 @@ fn pickled_prompts(path: &Path) -> Result<Dataset, DatasetError> {
     })
 }
 
-/// A JSON array of objects with token ids (`pd.read_json` of it is what
-/// the reference reads).
+/// A JSON data set of token ids, in any orient `pd.read_json` reads
+/// ([`json`]).
 fn json_prompts(path: &Path) -> Result<Dataset, DatasetError> {
     let text = read_file(path)?;
-    let rows: serde_json::Value =
-        serde_json::from_slice(&text).map_err(|source| DatasetError::Json {
-            path: path.to_path_buf(),
-            source,
-        })?;
     let in_file = |what: String| DatasetError::In {
         path: path.to_path_buf(),
         what,
     };
-    let rows = rows
-        .as_array()
-        .ok_or_else(|| in_file("not a JSON array of prompts".into()))?;
-    let column = rows
-        .first()
-        .and_then(|r| TOKEN_COLUMNS.iter().find(|c| r.get(**c).is_some()))
-        .ok_or_else(|| {
-            in_file(format!(
-                "its first row has no token ids ({})",
-                TOKEN_COLUMNS.join(" or ")
-            ))
-        })?;
-    let prompts = rows
+    let (column, cells) = json::token_rows(&text, &TOKEN_COLUMNS).map_err(in_file)?;
+    let prompts = cells
         .iter()
         .enumerate()
-        .map(|(row, r)| {
-            let ids = r
-                .get(*column)
-                .and_then(|v| v.as_array())
-                .ok_or_else(|| in_file(format!("row {row} has no {column} list")))?
+        .map(|(row, cell)| {
+            let ids = cell
+                .as_array()
+                .ok_or_else(|| in_file(format!("row {row}: {column} is not a list")))?
                 .iter()
                 .map(|id| {
                     id.as_i64()
@@ -270,7 +255,7 @@ fn json_prompts(path: &Path) -> Result<Dataset, DatasetError> {
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Dataset::Prompts {
         path: path.to_path_buf(),
-        column: column.to_string(),
+        column,
         prompts: Arc::new(prompts),
     })
 }
