@@ -50,6 +50,7 @@ pub fn host() -> pb::HostIdentity {
         netns: std::fs::read_link("/proc/self/ns/net")
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or_default(),
+        virtualization: crate::hypervisor::virtualization(),
     }
 }
 
@@ -219,6 +220,7 @@ pub fn interfaces() -> Vec<pb::Nic> {
             let name = e.file_name().to_string_lossy().into_owned();
             let link = resolve_link(Path::new("/sys/class/net"), &name);
             pb::Nic {
+                driver: crate::hypervisor::nic_driver(Path::new("/sys/class/net"), &name),
                 kind: link.kind,
                 lower: link.lower,
                 backed: link.backed,
@@ -338,6 +340,7 @@ mod tests {
             boot_id: b.into(),
             product_uuid: u.into(),
             netns: String::new(),
+            virtualization: String::new(),
         };
         // Containers: their own machine-ids, one kernel.
         let shared = shared_identities(&host("m1", "b1", ""), &host("m2", "b1", ""));

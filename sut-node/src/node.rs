@@ -477,6 +477,7 @@ impl Node {
             hardware: Some(crate::hardware::hardware()),
             cpu_latency_us: crate::cpu_latency::held_micros(),
             concurrent_sequences: self.device.concurrent_sequences().unwrap_or(0) as u32,
+            engine: self.device.engine_url().map(crate::engine_location::locate),
         }
     }
 }

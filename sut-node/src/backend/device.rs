@@ -185,6 +185,10 @@ pub trait Device<T: Work>: Send + Sync {
     fn concurrent_sequences(&self) -> Option<usize> {
         None
     }
+    /// The URL of the serving engine it forwards to, if it does.
+    fn engine_url(&self) -> Option<&str> {
+        None
+    }
     /// Its own health check, if it has one.
     fn health(self: Arc<Self>) -> Option<HealthProbe> {
         None

@@ -284,6 +284,7 @@ fn node_info() -> pb::NodeInfo {
             kind: "device".into(),
             lower: Vec::new(),
             backed: true,
+            driver: "mlx5_core".into(),
         }],
         codecs: vec![pb::Codec::None as i32, pb::Codec::Lz4 as i32],
         hostname: "sut-1".into(),
@@ -303,6 +304,12 @@ fn node_info() -> pb::NodeInfo {
             boot_id: "b".into(),
             product_uuid: "u".into(),
             netns: "net:[1]".into(),
+            virtualization: String::new(),
+        }),
+        engine: Some(pb::EngineLocation {
+            url: "http://127.0.0.1:8000".into(),
+            addresses: vec!["127.0.0.1".into()],
+            on_this_host: true,
         }),
         hardware: Some(pb::Hardware {
             cpu_model: "cpu".into(),

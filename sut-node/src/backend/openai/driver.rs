@@ -51,6 +51,10 @@ impl<T: Work> Device<T> for OpenaiBackend {
         Some(self.config().max_in_flight)
     }
 
+    fn engine_url(&self) -> Option<&str> {
+        self.config().url.as_deref()
+    }
+
     /// The engine's `/health`, asked on the client's own runtime (and its
     /// prompt cache again when it comes back: [`OpenaiBackend::check_health`]).
     fn health(self: Arc<Self>) -> Option<HealthProbe> {
