@@ -15,13 +15,24 @@ fn main() {
     official::build();
 }
 
-/// The QDL's source above the session layer (`qdl/` and `proto/`), as a
-/// tar archive with the commit it came from: a submission's tree must
-/// hold it (the rules' Network division), and the program writes it
+/// The QDL's source above the session layer (`qdl/` and `proto/`, and the
+/// glue through which the official LoadGen calls it: its
+/// `QueryDispatchLibrary` in `official/shim.cc` and `src/sut/official.rs`),
+/// as a tar archive with the commit it came from: a submission's tree
+/// must hold it (the rules' Network division), and the program writes it
 /// there (`OUT_DIR/qdl-source.tar`).
 mod source {
     use std::path::{Path, PathBuf};
     use std::process::Command;
+
+    /// What the archive holds, from the workspace's root: folders (their
+    /// source files) and single files.
+    const ARCHIVED: [&str; 4] = [
+        "qdl",
+        "proto",
+        "loadgen-node/official/shim.cc",
+        "loadgen-node/src/sut/official.rs",
+    ];
 
     /// Every file of `dir` (recursively) that is source: `.rs`, `.proto`,
     /// `Cargo.toml`.
@@ -81,10 +92,11 @@ mod source {
         };
         match git(&["rev-parse", "HEAD"]) {
             Some(head) => {
-                let dirty = git(&["status", "--porcelain", "--", "qdl", "proto"])
-                    .is_some_and(|s| !s.is_empty());
+                let mut status = vec!["status", "--porcelain", "--"];
+                status.extend(ARCHIVED);
+                let dirty = git(&status).is_some_and(|s| !s.is_empty());
                 if dirty {
-                    format!("{head} with uncommitted changes to qdl/ or proto/")
+                    format!("{head} with uncommitted changes to {}", ARCHIVED.join(", "))
                 } else {
                     head
                 }
@@ -98,9 +110,14 @@ mod source {
         let workspace = manifest.parent().expect("the crate is in the workspace");
         let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets it"));
         let mut sources = Vec::new();
-        for dir in ["qdl", "proto"] {
-            println!("cargo:rerun-if-changed={}", workspace.join(dir).display());
-            files(&workspace.join(dir), &mut sources);
+        for part in ARCHIVED {
+            let path = workspace.join(part);
+            println!("cargo:rerun-if-changed={}", path.display());
+            if path.is_dir() {
+                files(&path, &mut sources);
+            } else {
+                sources.push(path);
+            }
         }
         for git in [".git/HEAD", ".git/refs/heads", ".git/packed-refs"] {
             if workspace.join(git).exists() {
@@ -111,8 +128,10 @@ mod source {
         let mut tar = Vec::new();
         let about = format!(
             "The QDL's source above the session layer: netdiv's qdl/ (the Query Dispatch \
-             Library) and proto/ (the session-layer API, netdiv/v1/sut_node.proto), as built \
-             into this loadgen-node {}.\nCommit: {}\nRepository: {}\n",
+             Library), proto/ (the session-layer API, netdiv/v1/sut_node.proto) and the glue \
+             the official LoadGen calls it through (loadgen-node/official/shim.cc, its \
+             QueryDispatchLibrary; loadgen-node/src/sut/official.rs), as built into this \
+             loadgen-node {}.\nCommit: {}\nRepository: {}\n",
             std::env::var("CARGO_PKG_VERSION").unwrap_or_default(),
             commit(workspace),
             std::env::var("CARGO_PKG_REPOSITORY").unwrap_or_default()

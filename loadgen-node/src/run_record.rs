@@ -125,6 +125,9 @@ pub struct HostRecord {
     pub product_uuid: String,
     /// The network namespace.
     pub netns: String,
+    /// The signs of a hypervisor under it (empty on bare metal).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub virtualization: String,
 }
 
 /// The interfaces a node's traffic crosses, each resolved to what carries

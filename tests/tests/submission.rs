@@ -342,6 +342,15 @@ fn check_rehearsal_marks(root: &Path) -> Result<()> {
         readmes >= 3 && records >= 3,
         "{readmes} READMEs, {records} records"
     );
+    let nodes: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(
+        sub.join("documentation/nodes.json"),
+    )?)?;
+    anyhow::ensure!(
+        nodes["netdiv_rehearsal"]
+            .to_string()
+            .contains("own machine"),
+        "nodes.json does not say it is a rehearsal: {nodes}"
+    );
     // The evidence a reviewer needs is there too.
     for doc in ["netdiv-qdl-source.tar", "session-layer.md", "nodes.json"] {
         anyhow::ensure!(sub.join("documentation").join(doc).is_file(), "no {doc}");
@@ -622,13 +631,24 @@ fn pack_refuses_a_rehearsal_and_a_tree_the_checker_rejects(kit: &Kit, root: &Pat
         "the reasons are not named: {stderr}"
     );
     assert!(!dir.join("upload.tar.gz").exists());
-    // The same tree without its marks: the checker's short-run errors.
+    // The system description's mark taken out: the results still say it.
     let system = root.join("network/netdiv-ci/systems/nslab.json");
     let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&system)?)?;
     json.as_object_mut()
         .context("an object")?
         .remove("netdiv_rehearsal");
     std::fs::write(&system, json.to_string())?;
+    let (ok, _, stderr) = pack(dir)?;
+    assert!(
+        !ok && stderr.contains("is a rehearsal, not a result")
+            && stderr.contains("performance/run_1/netdiv_run.json: ")
+            && stderr.contains("README.md: a rehearsal banner")
+            && stderr.contains("documentation/nodes.json: ")
+            && !stderr.contains("nslab.json: "),
+        "a rehearsal's results were packed once its system file was clean: {stderr}"
+    );
+    // Every mark taken out: the checker's short-run errors.
+    strip_rehearsal_marks(&root.join("network/netdiv-ci"))?;
     let (ok, stdout, stderr) = pack(dir)?;
     assert!(
         !ok && stderr.contains("the official submission checker found errors")
@@ -637,6 +657,33 @@ fn pack_refuses_a_rehearsal_and_a_tree_the_checker_rejects(kit: &Kit, root: &Pat
     );
     assert!(stdout.contains("Test duration less than 600s"), "{stdout}");
     assert!(!dir.join("upload.tar.gz").exists());
+    Ok(())
+}
+
+/// Takes every rehearsal mark out of a tree, as someone passing a
+/// rehearsal off as a result would have to.
+fn strip_rehearsal_marks(dir: &Path) -> Result<()> {
+    for file in files_under(dir) {
+        let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        if name == "README.md" {
+            let body = text.split("\n\n").skip_while(|p| p.starts_with('>'));
+            std::fs::write(&file, body.collect::<Vec<_>>().join("\n\n"))?;
+        } else if name == "accuracy.txt" {
+            let kept: Vec<&str> = text.lines().filter(|l| !l.contains("REHEARSAL")).collect();
+            std::fs::write(&file, kept.join("\n") + "\n")?;
+        } else if name == "netdiv_run.json" || name == "nodes.json" {
+            let mut json: serde_json::Value = serde_json::from_str(&text)?;
+            let object = json.as_object_mut().context("an object")?;
+            object.remove("netdiv_rehearsal");
+            object.insert("rehearsal".into(), false.into());
+            object.remove("rehearsal_reasons");
+            if name == "nodes.json" {
+                object.remove("rehearsal");
+            }
+            std::fs::write(&file, json.to_string())?;
+        }
+    }
     Ok(())
 }
 
@@ -1089,11 +1136,42 @@ fn refused_for(refusal: Refusal<'_>, want: &[&str]) -> Result<()> {
 fn submission_refuses_nodes_on_the_loadgen_nodes_machine() -> Result<()> {
     refused_for(
         Refusal::resnet(),
-        &[
-            "is on the LoadGen node's own machine: the same boot id",
-            "are on one machine: the same boot id",
-        ],
+        &["is on the LoadGen node's own machine: the same boot id"],
     )
+}
+
+/// A hypervisor under the LoadGen node or a node is named and refused
+/// unless the submitter attests to the machines (on bare metal, nothing is
+/// said of one).
+#[test]
+fn submission_names_and_refuses_virtual_machines_unless_attested() -> Result<()> {
+    let here = sut_node::hypervisor::virtualization();
+    let Some(stderr) = Refusal::resnet().refused()? else {
+        return Ok(());
+    };
+    if here.is_empty() {
+        assert!(!stderr.contains("runs under a hypervisor"), "{stderr}");
+        return Ok(());
+    }
+    for want in [
+        format!("this LoadGen node runs under a hypervisor: {here}"),
+        format!(") runs under a hypervisor: {here}"),
+    ] {
+        assert!(
+            stderr.contains(&want),
+            "no {want:?} in the refusal:\n{stderr}"
+        );
+    }
+    let attested = Refusal {
+        extra: &[
+            "--attest-virtual-machines",
+            "serials A1 and B2, separate racks",
+        ],
+        ..Refusal::resnet()
+    };
+    let stderr = attested.refused()?.context("refused for the other rules")?;
+    assert!(!stderr.contains("runs under a hypervisor"), "{stderr}");
+    Ok(())
 }
 
 #[test]
@@ -1477,7 +1555,10 @@ fn preflight_names_every_condition_a_submission_would_refuse_in_seconds() -> Res
 fn a_resumed_submission_redoes_what_changed_and_fresh_drops_one_scenario() -> Result<()> {
     let Some(kit) = kit()? else { return Ok(()) };
     let dir = test_dir("submission-resume")?;
-    let config = node_config(dir.path(), "node.toml", 2_000, false)?;
+    // 4 ms a sample: the nodes' sleeps, not the LoadGen side's CPU (which
+    // carried about 850 samples/s of these here, unevenly), set the rate,
+    // so TEST01's and TEST04's throughput comparisons hold.
+    let config = node_config(dir.path(), "node.toml", 4_000, false)?;
     let nodes = namespaced_nodes("resnet50", &config)?;
     write_file(dir.path(), "system.json", SYSTEM_JSON)?;
     // Queries of 1600 samples: over the minimum second at the nodes' rate.
@@ -1487,9 +1568,9 @@ fn a_resumed_submission_redoes_what_changed_and_fresh_drops_one_scenario() -> Re
              resnet50.Offline.min_query_count = 1600\n"
         )
     };
-    write_file(dir.path(), "user.conf", &conf(800))?;
+    write_file(dir.path(), "user.conf", &conf(400))?;
     let scorer = write_file(dir.path(), "score.py", SCORER)?;
-    let submit = |extra: &[&str]| -> Result<(bool, String, String)> {
+    let scored_by = |scorer: &str, extra: &[&str]| -> Result<(bool, String, String)> {
         let mut args = plain_submission_args(&kit, "resnet50", "v5.0");
         args.extend(
             [
@@ -1499,21 +1580,35 @@ fn a_resumed_submission_redoes_what_changed_and_fresh_drops_one_scenario() -> Re
                 "--total-sample-count",
                 "1024",
                 "--accuracy-script",
+                scorer,
             ]
             .map(String::from),
         );
-        args.push(format!(
-            "{} {} {{log}}",
-            kit.python.display(),
-            scorer.display()
-        ));
         args.extend(extra.iter().map(|s| s.to_string()));
         args.extend(node_flags(&nodes));
         run(&kit.official, &args, dir.path(), Duration::from_secs(600))
     };
-    let (ok, first, stderr) = submit(&[])?;
+    let scorer = format!("{} {} {{log}}", kit.python.display(), scorer.display());
+    let submit = |extra: &[&str]| scored_by(&scorer, extra);
+    let diagram = write_file(
+        dir.path(),
+        "diagram.svg",
+        "<svg xmlns='http://www.w3.org/2000/svg'/>",
+    )?;
+    let diagram = diagram.display().to_string();
+    let (ok, first, stderr) = submit(&["--diagram", &diagram])?;
     assert!(ok, "{first}\n{stderr}");
     assert!(first.contains("Offline performance: running"), "{first}");
+    // The diagram reaches the tree, and its README names it.
+    let docs = dir
+        .path()
+        .join("submission/network/netdiv-ci/documentation");
+    assert!(docs.join("system-diagram.svg").is_file());
+    let readme = std::fs::read_to_string(docs.join("README.md"))?;
+    assert!(
+        readme.contains("`system-diagram.svg`: the system diagram."),
+        "{readme}"
+    );
     // Another benchmark's results in the same tree, which no --fresh here
     // may touch.
     let other = dir
@@ -1530,7 +1625,7 @@ fn a_resumed_submission_redoes_what_changed_and_fresh_drops_one_scenario() -> Re
         );
     }
     // A changed user.conf: both runs read it, both are redone, naming it.
-    write_file(dir.path(), "user.conf", &conf(700))?;
+    write_file(dir.path(), "user.conf", &conf(350))?;
     let (ok, changed, stderr) = submit(&[])?;
     assert!(ok, "{changed}\n{stderr}");
     let user_conf = dir.path().join("user.conf");
@@ -1558,6 +1653,27 @@ fn a_resumed_submission_redoes_what_changed_and_fresh_drops_one_scenario() -> Re
         "{stderr}"
     );
     assert!(other.join("kept.txt").is_file());
+    // A scorer that does not score: its output holds no accuracy line of
+    // the form the checker reads, and the submission stops on it (the
+    // runs themselves are kept: the scorer is not theirs).
+    let (ok, out, stderr) = scored_by("echo scored {log}", &[])?;
+    assert!(
+        !ok && stderr.contains("holds no acc line in the form the round's checker reads"),
+        "{out}\n{stderr}"
+    );
+    // A result cannot keep the rehearsal's Offline: refused before any
+    // run, naming the files that say rehearsal.
+    let mut args = plain_submission_args(&kit, "resnet50", "v5.0");
+    args.extend(["--scenario", "Server", "--accuracy-script", &scorer].map(String::from));
+    args.extend(node_flags(&nodes));
+    let (ok, stdout, stderr) = run(&kit.official, &args, dir.path(), Duration::from_secs(300))?;
+    assert!(
+        !ok && stderr.contains("the tree keeps resnet Offline from a rehearsal")
+            && stderr.contains("Offline/performance/run_1/netdiv_run.json: ")
+            && stderr.contains("--fresh resnet50/Offline")
+            && !stdout.contains("running"),
+        "{stdout}\n{stderr}"
+    );
     drop(nodes);
     Ok(())
 }

@@ -127,6 +127,24 @@ pub struct SubmissionArgs {
     /// or answers travel compressed (lz4), and written into the tree.
     #[arg(long, value_name = "TEXT")]
     pub compression_approved: Option<String>,
+    /// The submitter's statement that the machines are separate although
+    /// the LoadGen node or a SUT node runs under a hypervisor (e.g. each
+    /// host's serial number): without it a virtual machine at either end
+    /// refuses the submission; with it, the text goes into the tree.
+    #[arg(long, value_name = "TEXT")]
+    pub attest_virtual_machines: Option<String>,
+    /// The submitter's statement of where a node's serving engine runs
+    /// when it is not on the node's own machine (e.g. the engine host's
+    /// serial and how it is part of the SUT): written into the tree. An
+    /// engine on the LoadGen node's machine is refused regardless.
+    #[arg(long, value_name = "TEXT")]
+    pub attest_remote_engine: Option<String>,
+    /// The submitter's statement that `--accuracy-script` gives the
+    /// benchmark's official score although it does not run the official
+    /// script from the `--inference` checkout by its path: written into
+    /// the tree.
+    #[arg(long, value_name = "TEXT")]
+    pub attest_scorer: Option<String>,
     /// measurements.json: the model's weights file (starting_weights_filename).
     #[arg(long, value_name = "NAME", default_value = "N/A")]
     pub weights_file: String,

@@ -31,15 +31,27 @@ pub fn address_of(url: &str) -> Option<IpAddr> {
 }
 
 /// The name of this host's interface the route to `ip` leaves from: the
-/// kernel's choice for a UDP socket connected to it (no packet sent),
-/// matched to the interface holding the chosen source address.
+/// kernel's egress device ([`super::egress`]: a bridge seen through to the
+/// port the node was learned on), or, where the route tables cannot be
+/// read, the interface holding the source address the kernel would pick.
 pub fn route_interface(ip: IpAddr) -> Option<String> {
+    let addresses = sut_node::nic::interface_addresses();
+    let own: Vec<IpAddr> = addresses.iter().map(|(_, a)| *a).collect();
+    let egress = super::egress::egress_device(
+        Path::new("/proc/net"),
+        Path::new("/sys/class/net"),
+        ip,
+        &own,
+    );
+    if egress.is_some() {
+        return egress;
+    }
     let bind = if ip.is_ipv6() { "[::]:0" } else { "0.0.0.0:0" };
     let local = UdpSocket::bind(bind)
         .and_then(|s| s.connect((ip, 9)).map(|()| s))
         .and_then(|s| s.local_addr())
         .ok()?;
-    sut_node::nic::interface_addresses()
+    addresses
         .into_iter()
         .find(|(_, a)| *a == local.ip())
         .map(|(name, _)| name)
@@ -93,6 +105,7 @@ pub fn host_record(host: &pb::HostIdentity) -> HostRecord {
         boot_id: host.boot_id.clone(),
         product_uuid: host.product_uuid.clone(),
         netns: host.netns.clone(),
+        virtualization: host.virtualization.clone(),
     }
 }
 

@@ -13,6 +13,7 @@ pub mod args;
 pub mod audit;
 pub mod child;
 pub mod data_path;
+pub mod egress;
 pub mod report;
 pub mod run;
 pub mod submission;

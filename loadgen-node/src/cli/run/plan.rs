@@ -478,6 +478,14 @@ fn target(args: &RunArgs) -> Result<Target> {
     if args.synthetic.any() && args.sut != Some(SutKind::Synthetic) {
         bail!("the --synthetic-* flags set the cost model of --sut synthetic; --sut null answers at once");
     }
+    if let (Some(SutKind::Null), Some(dir)) = (args.sut, &args.data.data_dir) {
+        bail!(
+            "--data-dir {}: --sut null answers without reading any sample (it measures the \
+             LoadGen alone), so the data set would be ignored: drop --data-dir, or send it to a \
+             SUT (--sut local, --sut synthetic or --sut-node URL)",
+            dir.display()
+        );
+    }
     Ok(match args.sut {
         Some(SutKind::Null) => Target::Null {
             output_tokens: args.null_output_tokens,
@@ -683,5 +691,36 @@ impl QdlPlan {
             Scenario::SingleStream | Scenario::MultiStream => LATENCY_IO_THREADS,
             Scenario::Server | Scenario::Offline => qdl::defaults::IO_THREADS,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::args::{Cli, Command};
+    use clap::Parser;
+
+    fn target_of(flags: &[&str]) -> Result<Target> {
+        let args = ["loadgen-node", "run"].iter().chain(flags);
+        let Command::Run(run) = Cli::try_parse_from(args).unwrap().command else {
+            panic!("run")
+        };
+        target(&run)
+    }
+
+    #[test]
+    fn a_data_set_given_to_the_null_sut_is_refused_not_ignored() {
+        let Err(err) = target_of(&["--sut", "null", "--data-dir", "prompts.pkl"]) else {
+            panic!("the data set was not refused")
+        };
+        let text = format!("{err:#}");
+        assert!(
+            text.contains("--data-dir prompts.pkl: --sut null answers without reading"),
+            "{text}"
+        );
+        assert!(matches!(
+            target_of(&["--sut", "null"]),
+            Ok(Target::Null { .. })
+        ));
     }
 }

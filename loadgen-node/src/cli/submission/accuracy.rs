@@ -11,6 +11,8 @@ use std::process::Command;
 use anyhow::{anyhow, bail, Context, Result};
 use sha2::{Digest, Sha256};
 
+use super::rehearsal::PRECOMPUTED_MARK;
+
 /// How accuracy.txt is made.
 #[derive(Debug)]
 pub enum AccuracySource {
@@ -78,9 +80,10 @@ impl AccuracySource {
                     .replace("{log}", &shell_quote(&log.display().to_string()))
                     .replace("{scenario}", scenario);
                 let output = run_scorer(&command, work)?;
+                let files = super::scorer::named_files(script, work)?;
                 Ok((
                     format!(
-                        "{output}\nnetdiv: scored {} (sha256 {sha}) with: {command}\n",
+                        "{output}\nnetdiv: scored {} (sha256 {sha}) with: {command}\n{files}",
                         log.display()
                     ),
                     format!("scored by the accuracy script (log sha256 {sha})"),
@@ -100,7 +103,7 @@ impl AccuracySource {
                     .with_context(|| format!("cannot read {}", path.display()))?;
                 Ok((
                     format!(
-                        "{text}\nnetdiv: REHEARSAL: precomputed from {}, not a score of this \
+                        "{text}\n{PRECOMPUTED_MARK} from {}, not a score of this \
                          accuracy log (sha256 {sha})\n",
                         path.display()
                     ),

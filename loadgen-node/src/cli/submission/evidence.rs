@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 use netdiv_proto::pb;
 use serde_json::{json, Value};
 
+use super::rehearsal::{BANNER_START, REASONS_KEY};
 use super::tree::Tree;
 use super::write;
 
@@ -24,8 +25,8 @@ const SESSION_LAYER: &str = include_str!("../../../../docs/session-layer.md");
 /// The banner a rehearsal tree's every README starts with.
 pub fn rehearsal_banner(reasons: &[String]) -> String {
     let mut text = String::from(
-        "> **REHEARSAL — NOT A RESULT.** netdiv's `submission --rehearsal` wrote this tree \
-         although it breaks Network-division rules netdiv checks:\n",
+        "> **REHEARSAL — NOT A RESULT.** This tree breaks Network-division rules netdiv \
+         checks, or holds results that did (netdiv's `submission` says why):\n",
     );
     for reason in reasons {
         text.push_str(&format!(">\n> - {reason}\n"));
@@ -41,6 +42,7 @@ pub fn write_documentation(
     diagram: Option<&Path>,
     nodes: &[(String, pb::NodeInfo)],
     compression_approved: Option<&str>,
+    attestations: &[(&str, String)],
 ) -> Result<()> {
     let docs = tree.documentation_dir();
     write_bytes(&docs.join("netdiv-qdl-source.tar"), QDL_SOURCE)?;
@@ -61,13 +63,20 @@ pub fn write_documentation(
     };
     write(
         &docs.join("nodes.json"),
-        &(serde_json::to_string_pretty(&nodes_json(nodes))? + "\n"),
+        &(serde_json::to_string_pretty(&json!({ "nodes": nodes_json(nodes) }))? + "\n"),
     )?;
     if let Some(approval) = compression_approved {
         write(
             &docs.join("compression-approval.txt"),
             &format!("Working-group approval of the compression on the wire: {approval}\n"),
         )?;
+    }
+    if !attestations.is_empty() {
+        let text: String = attestations
+            .iter()
+            .map(|(what, text)| format!("The submitter attests that {what}: {text}\n"))
+            .collect();
+        write(&docs.join("attestations.txt"), &text)?;
     }
     let readme = format!(
         "# Documentation\n\n\
@@ -81,7 +90,7 @@ pub fn write_documentation(
          - {}\n\
          - `nodes.json`: each SUT node's Info: name, host, backend and its settings (model, \
          batching, serving engine and version), codecs and network interfaces.\n\
-         {}- Every run's `netdiv_run.json` beside its logs (a compliance test's in its TESTxx \
+         {}{}- Every run's `netdiv_run.json` beside its logs (a compliance test's in its TESTxx \
          folder): the nodes' machines and data paths, the traffic per node, every Name() round \
          trip and the rules' bandwidth check.\n",
         match &diagram_name {
@@ -93,6 +102,12 @@ pub fn write_documentation(
              the wire.\n"
         } else {
             ""
+        },
+        if attestations.is_empty() {
+            ""
+        } else {
+            "- `attestations.txt`: what the submitter attests to that netdiv could not check \
+             (virtual machines, a serving engine on another machine).\n"
         }
     );
     write(&docs.join("README.md"), &readme)
@@ -114,6 +129,10 @@ fn nodes_json(nodes: &[(String, pb::NodeInfo)]) -> Value {
                     "host": i.host.as_ref().map(|h| json!({
                         "machine_id": h.machine_id, "boot_id": h.boot_id,
                         "product_uuid": h.product_uuid, "netns": h.netns,
+                        "virtualization": h.virtualization,
+                    })),
+                    "engine": i.engine.as_ref().map(|e| json!({
+                        "url": e.url, "addresses": e.addresses, "on_this_host": e.on_this_host,
                     })),
                     "benchmark": i.benchmark,
                     "backend": i.backend,
@@ -127,7 +146,7 @@ fn nodes_json(nodes: &[(String, pb::NodeInfo)]) -> Value {
                     "nics": i.nics.iter().map(|n| json!({
                         "name": n.name, "speed_mbps": n.speed_mbps, "mtu": n.mtu,
                         "state": n.state, "addresses": n.addresses, "kind": n.kind,
-                        "lower": n.lower, "backed": n.backed,
+                        "lower": n.lower, "backed": n.backed, "driver": n.driver,
                     })).collect::<Vec<_>>(),
                 })
             })
@@ -144,10 +163,22 @@ fn write_bytes(path: &Path, data: &[u8]) -> Result<()> {
 }
 
 /// A rehearsal's marks: " (rehearsal)" on the system name and the reasons
-/// in the system JSON (where a results table takes names from), the
-/// banner at the top of every README of the submitter's tree, and every
-/// run record inside it saying so.
+/// in the system JSON (where a results table takes names from) and in
+/// `nodes.json`, the banner at the top of every README of the submitter's
+/// tree, and every run record inside it saying so.
 pub fn mark_rehearsal(tree: &Tree, reasons: &[String]) -> Result<()> {
+    let nodes = tree.documentation_dir().join("nodes.json");
+    if nodes.is_file() {
+        let mut value: Value = serde_json::from_str(
+            &std::fs::read_to_string(&nodes)
+                .with_context(|| format!("cannot read {}", nodes.display()))?,
+        )
+        .with_context(|| format!("{} is not JSON", nodes.display()))?;
+        if let Some(object) = value.as_object_mut() {
+            object.insert(REASONS_KEY.into(), json!(reasons));
+        }
+        write(&nodes, &(serde_json::to_string_pretty(&value)? + "\n"))?;
+    }
     let path = tree.system_json();
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("cannot read {}", path.display()))?;
@@ -161,7 +192,7 @@ pub fn mark_rehearsal(tree: &Tree, reasons: &[String]) -> Result<()> {
         if !name.ends_with(" (rehearsal)") {
             object.insert("system_name".into(), json!(format!("{name} (rehearsal)")));
         }
-        object.insert("netdiv_rehearsal".into(), json!(reasons));
+        object.insert(REASONS_KEY.into(), json!(reasons));
     }
     write(&path, &(serde_json::to_string_pretty(&system)? + "\n"))?;
     let banner = rehearsal_banner(reasons);
@@ -170,7 +201,7 @@ pub fn mark_rehearsal(tree: &Tree, reasons: &[String]) -> Result<()> {
         if name == "README.md" {
             let text = std::fs::read_to_string(file)
                 .with_context(|| format!("cannot read {}", file.display()))?;
-            if !text.starts_with("> **REHEARSAL") {
+            if !text.starts_with(BANNER_START) {
                 write(file, &format!("{banner}{text}"))?;
             }
         } else if name == loadgen_node::run_record::FILE {
@@ -214,6 +245,8 @@ mod tests {
         for file in [
             "netdiv-qdl-source/qdl/src/network/router.rs",
             "netdiv-qdl-source/proto/netdiv/v1/sut_node.proto",
+            "netdiv-qdl-source/loadgen-node/official/shim.cc",
+            "netdiv-qdl-source/loadgen-node/src/sut/official.rs",
         ] {
             assert!(names.contains(file), "{file} is not in the archive");
         }

@@ -24,8 +24,10 @@ pub mod evidence;
 pub mod fingerprint;
 pub mod pack;
 pub mod preflight;
+pub mod rehearsal;
 pub mod rules;
 pub mod runs;
+pub mod scorer;
 pub mod system;
 pub mod tree;
 pub mod trial;
@@ -151,6 +153,9 @@ pub fn command(args: &SubmissionArgs) -> Result<()> {
         let scenarios = fresh_scenarios(fresh.as_deref(), &scope)?;
         start_over(&tree, scope.entry.model, &scenarios)?;
     }
+    if !run.rehearsal {
+        refuse_kept_rehearsals(&tree, &scope)?;
+    }
     let incomplete = preflight::check_scenario_set(
         scope.entry,
         scope.round.name(),
@@ -263,9 +268,17 @@ fn checks(
             scenarios: &scope.scenarios,
             system: &user,
             compression_approved: args.compression_approved.as_deref(),
+            attested_virtual_machines: args.attest_virtual_machines.as_deref(),
+            attested_remote_engine: args.attest_remote_engine.as_deref(),
             diagram: args.diagram.as_deref(),
         },
     )?;
+    pre.findings.extend(scorer::finding(
+        args.accuracy_script.as_deref(),
+        args.inference.as_deref(),
+        scope.entry.model,
+        args.attest_scorer.as_deref(),
+    ));
     if trial && scope.scenarios.iter().any(|s| s == "Offline") {
         pre.warnings.extend(trial::offline_warning(plan));
     }
@@ -378,6 +391,40 @@ fn start_over(tree: &Tree, model: &str, scenarios: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// A result cannot stand on a rehearsal's: a scenario of this benchmark
+/// that the tree keeps from an earlier submission (this one does not redo
+/// it) and whose files say rehearsal refuses the submission, before any
+/// run.
+fn refuse_kept_rehearsals(tree: &Tree, scope: &Scope) -> Result<()> {
+    let model = scope.entry.model;
+    for scenario in tree.finished_scenarios(model) {
+        if scope.scenarios.contains(&scenario) {
+            continue;
+        }
+        let mut places = vec![
+            tree.scenario_dir(model, &scenario),
+            tree.measurements_dir(model, &scenario),
+            tree.compliance_dir(model, &scenario),
+        ];
+        places.dedup();
+        let mut marks = Vec::new();
+        for place in &places {
+            marks.extend(rehearsal::marks_under(place)?);
+        }
+        if !marks.is_empty() {
+            bail!(
+                "the tree keeps {model} {scenario} from a rehearsal, and a result cannot keep a \
+                 rehearsal's scenario; nothing was run:\n  {}\n\
+                 Redo it as a result (--scenario {scenario} --fresh {}/{scenario}), or \
+                 give --rehearsal",
+                rehearsal::describe(&marks, &tree.submitter_dir, 6).join("\n  "),
+                scope.benchmark
+            );
+        }
+    }
+    Ok(())
+}
+
 /// After the runs: the documentation and code folders, the truncated
 /// accuracy logs, the rehearsal's marks, the verdict line and, with
 /// `--check`, the official checker's.
@@ -394,6 +441,7 @@ fn finish(
         args.diagram.as_deref(),
         nodes,
         args.compression_approved.as_deref(),
+        &attestations(args),
     )?;
     write_code(args, tree, scope.entry.model, scope.round, &scope.benchmark)?;
     let root = tree
@@ -409,8 +457,19 @@ fn finish(
         &args.python,
         &tree.work.join("full-accuracy-logs"),
     )?;
-    if args.run.rehearsal {
-        evidence::mark_rehearsal(tree, reasons)?;
+    // Another benchmark's rehearsal results make the whole tree one (a
+    // rehearsal is marked anyway, with its own reasons).
+    let mut reasons = reasons.to_vec();
+    if !args.run.rehearsal {
+        let marks = rehearsal::marks_under(&tree.submitter_dir)?;
+        reasons.extend(rehearsal::carried_reasons(
+            &marks,
+            &tree.submitter_dir,
+            &reasons,
+        ));
+    }
+    if args.run.rehearsal || !reasons.is_empty() {
+        evidence::mark_rehearsal(tree, &reasons)?;
     }
     println!("Submission tree written: {}", tree.submitter_dir.display());
     if reasons.is_empty() {
@@ -418,7 +477,7 @@ fn finish(
     } else {
         println!(
             "REHEARSAL, not a result: {} reason(s), each in the tree (systems/{}.json \
-             netdiv_rehearsal, every README and run record).",
+             and documentation/nodes.json netdiv_rehearsal, every README and run record).",
             reasons.len(),
             args.system
         );
@@ -431,6 +490,27 @@ fn finish(
         }
     }
     Ok(())
+}
+
+/// The submitter's attestations, each with what it attests to.
+fn attestations(args: &SubmissionArgs) -> Vec<(&'static str, String)> {
+    [
+        (
+            "the machines are separate although under a hypervisor",
+            &args.attest_virtual_machines,
+        ),
+        (
+            "where the nodes' serving engines run",
+            &args.attest_remote_engine,
+        ),
+        (
+            "the accuracy scorer gives the benchmark's official score",
+            &args.attest_scorer,
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(what, text)| text.clone().map(|t| (what, t)))
+    .collect()
 }
 
 /// The mlcommons/inference checkout: `--inference` or

@@ -1,8 +1,10 @@
 //! `loadgen-node pack`: the archive a submitter uploads. It holds the
 //! submitter's tree alone (`network/SUBMITTER/...`: not netdiv's work
 //! folder, not the checker's own outputs beside it), is written only for
-//! a tree the official checker passes and that is not a rehearsal, and
-//! comes with its sha256 (`ARCHIVE.sha256`, in `sha256sum`'s format).
+//! a tree the official checker passes and that holds no rehearsal mark
+//! anywhere (a run record, a banner, a precomputed score, a description:
+//! [`super::rehearsal`]), and comes with its sha256 (`ARCHIVE.sha256`, in
+//! `sha256sum`'s format).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -10,7 +12,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 
-use super::checker;
+use super::{checker, rehearsal};
 use crate::cli::args::PackArgs;
 
 /// `loadgen-node pack`.
@@ -24,12 +26,12 @@ pub fn command(args: &PackArgs) -> Result<()> {
             check.submitter
         );
     }
-    let reasons = rehearsal_reasons(&tree)?;
-    if !reasons.is_empty() {
+    let marks = rehearsal::marks_under(&tree)?;
+    if !marks.is_empty() {
         bail!(
             "{} is a rehearsal, not a result, and is not packed for upload:\n  {}",
             tree.display(),
-            reasons.join("\n  ")
+            rehearsal::describe(&marks, &tree, 20).join("\n  ")
         );
     }
     let verdict = checker::verdict_of(check)?;
@@ -44,33 +46,6 @@ pub fn command(args: &PackArgs) -> Result<()> {
     let hash = write_archive(&check.input, &check.submitter, &archive)?;
     println!("packed {} (sha256 {hash})", archive.display());
     Ok(())
-}
-
-/// The reasons a rehearsal tree carries in its system descriptions.
-fn rehearsal_reasons(tree: &Path) -> Result<Vec<String>> {
-    let systems = tree.join("systems");
-    let mut reasons = Vec::new();
-    let Ok(entries) = std::fs::read_dir(&systems) else {
-        return Ok(reasons);
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.extension().is_none_or(|e| e != "json") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        let system: serde_json::Value = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not JSON", path.display()))?;
-        for reason in system["netdiv_rehearsal"].as_array().into_iter().flatten() {
-            reasons.push(format!(
-                "{}: {}",
-                path.file_name().unwrap_or_default().to_string_lossy(),
-                reason.as_str().unwrap_or_default()
-            ));
-        }
-    }
-    Ok(reasons)
 }
 
 /// Writes `network/SUBMITTER` of `root` as a gzip'd tar to `archive`
@@ -156,18 +131,6 @@ mod tests {
                 "network/org/results/sys/m/Offline/performance/run_1/mlperf_log_summary.txt",
                 "network/org/systems/sys.json",
             ]
-        );
-        // A tree is a rehearsal when a system description says so.
-        assert!(rehearsal_reasons(&root.path().join("network/org"))
-            .unwrap()
-            .is_empty());
-        put(
-            "network/org/systems/sys.json",
-            r#"{"netdiv_rehearsal": ["one machine"]}"#,
-        );
-        assert_eq!(
-            rehearsal_reasons(&root.path().join("network/org")).unwrap(),
-            ["sys.json: one machine"]
         );
     }
 }

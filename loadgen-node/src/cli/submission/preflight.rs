@@ -45,6 +45,13 @@ impl Preflight {
             }
             lines.extend(broken.iter().map(|f| format!("FAIL  {f}")));
         }
+        // A finding of a rule not in the list still fails, and says so.
+        lines.extend(
+            self.findings
+                .iter()
+                .filter(|f| !rules::ALL.contains(&f.rule))
+                .map(|f| format!("FAIL  {f}")),
+        );
         lines.extend(self.warnings.iter().map(|w| format!("warn  {w}")));
         lines
     }
@@ -90,6 +97,10 @@ pub struct Inputs<'a> {
     /// The system description's fields a person wrote.
     pub system: &'a Map<String, Value>,
     pub compression_approved: Option<&'a str>,
+    /// `--attest-virtual-machines`.
+    pub attested_virtual_machines: Option<&'a str>,
+    /// `--attest-remote-engine`.
+    pub attested_remote_engine: Option<&'a str>,
     pub diagram: Option<&'a Path>,
 }
 
@@ -120,7 +131,23 @@ pub fn run(plan: &RunPlan, inputs: &Inputs<'_>) -> Result<Preflight> {
             }),
         })
         .collect();
-    let mut findings = rules::separate_machines(&sut_node::nic::host(), &facts);
+    let own_host = sut_node::nic::host();
+    let mut findings = rules::separate_machines(&own_host, &facts);
+    findings.extend(rules::physical_machines(
+        &own_host,
+        &facts,
+        inputs.attested_virtual_machines,
+    ));
+    let own_addresses: Vec<_> = sut_node::nic::interface_addresses()
+        .into_iter()
+        .map(|(_, ip)| ip)
+        .filter(|ip| !ip.is_loopback())
+        .collect();
+    findings.extend(rules::engines_on_their_nodes(
+        &facts,
+        &own_addresses,
+        inputs.attested_remote_engine,
+    ));
     findings.extend(rules::real_data_path(&facts));
     findings.extend(rules::real_backends(&facts));
     findings.extend(rules::permitted_fabric(inputs.system));

@@ -31,7 +31,7 @@ impl fmt::Display for Finding {
     }
 }
 
-fn finding(rule: &'static str, evidence: String) -> Finding {
+pub(crate) fn finding(rule: &'static str, evidence: String) -> Finding {
     Finding { rule, evidence }
 }
 
@@ -48,13 +48,23 @@ pub const MEDIUM: &str = "the fabric's medium is wireless, copper or fiber";
 pub const COMPRESSION: &str = "a compression scheme on the wire is approved by the working group \
                                (--compression-approved names the approval)";
 pub const OFFLINE_FLOOR: &str = "an Offline query holds at least the benchmark's minimum samples";
+pub const SCORER: &str = "accuracy.txt is the benchmark's official accuracy script's output \
+                          (from the mlcommons/inference checkout, by its path; \
+                          --attest-scorer says otherwise)";
+pub const PHYSICAL: &str = "the LoadGen node and the SUT nodes are physical machines, not guests \
+                            of one hypervisor (--attest-virtual-machines says otherwise)";
+pub const ENGINE: &str = "each node's serving engine runs on that node's machine \
+                          (--attest-remote-engine says where otherwise), never on the LoadGen \
+                          node's";
 pub const BANDWIDTH: &str = "the data path carries the rules' minimum ingress and egress bandwidth";
 pub const DIAGRAM: &str = "the submission includes a system diagram of how the LoadGen node and \
                            the SUT nodes connect";
 
 /// Every rule, in the order a preflight reports them.
-pub const ALL: [&str; 12] = [
+pub const ALL: [&str; 15] = [
     SEPARATE,
+    PHYSICAL,
+    ENGINE,
     FABRIC,
     REAL_SUT,
     NO_RESPONSE_CACHE,
@@ -66,6 +76,7 @@ pub const ALL: [&str; 12] = [
     OFFLINE_FLOOR,
     BANDWIDTH,
     DIAGRAM,
+    SCORER,
 ];
 
 /// One node as the checks see it.
@@ -78,11 +89,10 @@ pub struct NodeFacts<'a> {
     pub loadgen_link: Option<(String, Link)>,
 }
 
-/// No node on the LoadGen node's machine, nor two nodes on one machine.
+/// No node on the LoadGen node's machine.
 pub fn separate_machines(own: &pb::HostIdentity, nodes: &[NodeFacts<'_>]) -> Vec<Finding> {
     let mut found = Vec::new();
-    let none = pb::HostIdentity::default();
-    for (i, n) in nodes.iter().enumerate() {
+    for n in nodes {
         let Some(host) = n.info.host.as_ref() else {
             found.push(finding(
                 SEPARATE,
@@ -106,19 +116,92 @@ pub fn separate_machines(own: &pb::HostIdentity, nodes: &[NodeFacts<'_>]) -> Vec
                 ),
             ));
         }
-        for other in &nodes[..i] {
-            let shared = shared_identities(host, other.info.host.as_ref().unwrap_or(&none));
-            if !shared.is_empty() {
-                found.push(finding(
-                    "each SUT node is a system of its own",
-                    format!(
-                        "nodes {} and {} are on one machine: the same {}",
-                        other.url,
-                        n.url,
-                        shared.join(", ")
-                    ),
-                ));
-            }
+        // Several nodes on one SUT machine are allowed: the rules' SUT
+        // may be one system of several nodes.
+    }
+    found
+}
+
+/// No end under a hypervisor, unless the submitter attests to the
+/// machines (the attestation goes into the tree).
+pub fn physical_machines(
+    own: &pb::HostIdentity,
+    nodes: &[NodeFacts<'_>],
+    attested: Option<&str>,
+) -> Vec<Finding> {
+    if attested.is_some() {
+        return Vec::new();
+    }
+    let mut found = Vec::new();
+    if !own.virtualization.is_empty() {
+        found.push(finding(
+            PHYSICAL,
+            format!(
+                "this LoadGen node runs under a hypervisor: {}",
+                own.virtualization
+            ),
+        ));
+    }
+    for n in nodes {
+        let virtualization = n.info.host.as_ref().map_or("", |h| &h.virtualization);
+        if !virtualization.is_empty() {
+            found.push(finding(
+                PHYSICAL,
+                format!(
+                    "node {} ({}) runs under a hypervisor: {virtualization}",
+                    n.url, n.info.name
+                ),
+            ));
+        }
+    }
+    found
+}
+
+/// Each node's engine on its own machine (or attested), and never on
+/// this LoadGen node's, whose addresses are `own`.
+pub fn engines_on_their_nodes(
+    nodes: &[NodeFacts<'_>],
+    own: &[IpAddr],
+    attested: Option<&str>,
+) -> Vec<Finding> {
+    let mut found = Vec::new();
+    for n in nodes {
+        let Some(engine) = &n.info.engine else {
+            continue;
+        };
+        if engine.on_this_host {
+            continue;
+        }
+        let addresses: Vec<IpAddr> = engine
+            .addresses
+            .iter()
+            .filter_map(|a| a.parse().ok())
+            .collect();
+        if let Some(a) = addresses.iter().find(|a| own.contains(a)) {
+            found.push(finding(
+                ENGINE,
+                format!(
+                    "node {} ({}) forwards to a serving engine on the LoadGen node's own \
+                     machine ({} at {a})",
+                    n.url, n.info.name, engine.url
+                ),
+            ));
+        } else if attested.is_none() {
+            found.push(finding(
+                ENGINE,
+                format!(
+                    "node {} ({}) forwards to a serving engine that is not on its machine: {} \
+                     ({})",
+                    n.url,
+                    n.info.name,
+                    engine.url,
+                    if engine.addresses.is_empty() {
+                        "unresolved".to_string()
+                    } else {
+                        engine.addresses.join(", ")
+                    }
+                ),
+            ));
         }
     }
     found
@@ -251,7 +334,13 @@ pub fn real_data(source: &qdl::samples::SampleSource) -> Option<Finding> {
 }
 
 /// The fabric types and media the rules permit.
-pub const PERMITTED_FABRICS: [&str; 4] = ["Ethernet", "IEEE 802.11", "InfiniBand", "3GPP"];
+pub const PERMITTED_FABRICS: [&str; 5] = [
+    "Ethernet",
+    "IEEE 802.11",
+    "IEEE802.11",
+    "InfiniBand",
+    "3GPP",
+];
 pub const PERMITTED_MEDIA: [&str; 3] = ["wireless", "copper", "fiber"];
 
 /// `network_type` and `network_media` of the system description name what
@@ -367,6 +456,7 @@ mod tests {
             boot_id: boot.into(),
             product_uuid: String::new(),
             netns: "net:[1]".into(),
+            virtualization: String::new(),
         }
     }
 
@@ -380,7 +470,7 @@ mod tests {
     }
 
     #[test]
-    fn nodes_on_this_or_one_machine_are_found_with_the_identity_shared() {
+    fn a_node_on_this_machine_is_found_with_the_identity_shared() {
         let urls: Vec<NodeUrl> = [
             "grpc://10.0.0.2:1",
             "grpc://10.0.0.3:1",
@@ -400,14 +490,110 @@ mod tests {
                 loadgen_link: None,
             })
             .collect();
+        // Nodes b and c share a machine: a SUT of several nodes on one
+        // system is allowed; only the LoadGen node's own machine is not.
         let found = separate_machines(&host("b-own"), &nodes);
-        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].evidence.contains(
             "grpc://10.0.0.2:1 (a) is on the LoadGen node's own machine: the same boot id b-own"
         ));
+    }
+
+    fn facts<'a>(urls: &'a [NodeUrl], infos: &'a [pb::NodeInfo]) -> Vec<NodeFacts<'a>> {
+        urls.iter()
+            .zip(infos)
+            .map(|(url, info)| NodeFacts {
+                url,
+                info,
+                address: None,
+                loadgen_link: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_virtual_machine_at_either_end_is_found_unless_attested() {
+        let urls: Vec<NodeUrl> = vec!["grpc://10.0.0.2:1".parse().unwrap()];
+        let mut guest = info("a", "b2");
+        guest.host.as_mut().unwrap().virtualization = "DMI sys_vendor is \"QEMU\"".into();
+        let mut own = host("b-own");
+        own.virtualization = "the CPU reports the hypervisor flag".into();
+        let nodes = facts(&urls, std::slice::from_ref(&guest));
+        let found = physical_machines(&own, &nodes, None);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found.iter().all(|f| f.rule == PHYSICAL));
+        assert!(found[0]
+            .evidence
+            .contains("this LoadGen node runs under a hypervisor"));
         assert!(found[1]
             .evidence
-            .contains("nodes grpc://10.0.0.3:1 and grpc://10.0.0.4:1 are on one machine"));
+            .contains("(a) runs under a hypervisor: DMI sys_vendor"));
+        assert!(physical_machines(&own, &nodes, Some("serials A1, B2")).is_empty());
+        let metal = [info("a", "b2")];
+        assert!(physical_machines(&host("b-own"), &facts(&urls, &metal), None).is_empty());
+    }
+
+    #[test]
+    fn an_engine_off_its_node_is_found_and_on_the_loadgen_machine_always() {
+        let urls: Vec<NodeUrl> = vec!["grpc://10.0.0.2:1".parse().unwrap()];
+        let with_engine = |addresses: &[&str], on_this_host: bool| {
+            let mut i = info("a", "b2");
+            i.engine = Some(pb::EngineLocation {
+                url: "http://engine:8000".into(),
+                addresses: addresses.iter().map(|a| a.to_string()).collect(),
+                on_this_host,
+            });
+            i
+        };
+        let own: Vec<IpAddr> = vec!["10.0.0.1".parse().unwrap()];
+        let local = [with_engine(&["127.0.0.1"], true)];
+        assert!(engines_on_their_nodes(&facts(&urls, &local), &own, None).is_empty());
+        let elsewhere = [with_engine(&["10.0.0.9"], false)];
+        let found = engines_on_their_nodes(&facts(&urls, &elsewhere), &own, None);
+        assert_eq!(found.len(), 1);
+        assert!(found[0]
+            .evidence
+            .contains("not on its machine: http://engine:8000 (10.0.0.9)"));
+        assert!(engines_on_their_nodes(&facts(&urls, &elsewhere), &own, Some("host X")).is_empty());
+        let on_loadgen = [with_engine(&["10.0.0.1"], false)];
+        let found = engines_on_their_nodes(&facts(&urls, &on_loadgen), &own, Some("host X"));
+        assert_eq!(found.len(), 1, "an attestation does not allow it");
+        assert!(found[0]
+            .evidence
+            .contains("on the LoadGen node's own machine"));
+        let none = [info("a", "b2")];
+        assert!(engines_on_their_nodes(&facts(&urls, &none), &own, None).is_empty());
+    }
+
+    #[test]
+    fn each_kind_of_backend_a_result_may_not_run_on_is_found_by_itself() {
+        let urls: Vec<NodeUrl> = vec!["grpc://10.0.0.2:1".parse().unwrap()];
+        let with = |backend: &str, detail: &str| {
+            let mut i = info("a", "b2");
+            i.backend = backend.into();
+            i.backend_detail = detail.into();
+            i
+        };
+        let rules_of = |i: pb::NodeInfo| -> Vec<&'static str> {
+            real_backends(&facts(&urls, std::slice::from_ref(&i)))
+                .iter()
+                .map(|f| f.rule)
+                .collect()
+        };
+        assert!(rules_of(with("onnx", "model=resnet50.onnx")).is_empty());
+        // A test-only backend that is not synthetic: refused for itself.
+        assert_eq!(
+            rules_of(with("onnx", "response cache: TEST-ONLY")),
+            [NO_RESPONSE_CACHE]
+        );
+        assert_eq!(rules_of(with("synthetic", "batch_cost_us=10")), [REAL_SUT]);
+        assert_eq!(
+            rules_of(with(
+                "openai",
+                "engine=vllm 0.32.0, prefix cache: ON (metrics)"
+            )),
+            [NO_PREFIX_CACHE]
+        );
     }
 
     #[test]
@@ -420,6 +606,7 @@ mod tests {
         };
         assert!(permitted_fabric(&system("Ethernet", "fiber")).is_empty());
         assert!(permitted_fabric(&system("infiniband", "Copper")).is_empty());
+        assert!(permitted_fabric(&system("IEEE802.11", "wireless")).is_empty());
         let found = permitted_fabric(&system("Ethernet (veth pairs)", "virtual"));
         assert_eq!(found.len(), 2, "{found:?}");
         assert!(found[1].evidence.contains("\"virtual\""));

@@ -29,6 +29,9 @@ pub const SUBMISSION_ONLY: &[(&str, bool)] = &[
     ("--accuracy-script", true),
     ("--diagram", true),
     ("--compression-approved", true),
+    ("--attest-virtual-machines", true),
+    ("--attest-remote-engine", true),
+    ("--attest-scorer", true),
     ("--weights-file", true),
     ("--weight-data-types", true),
     ("--inference", true),
@@ -93,6 +96,25 @@ impl ScenarioRuns<'_> {
         // The log the tree holds (before truncation) is the one scored.
         let log = dir.join("accuracy/mlperf_log_accuracy.json");
         let (text, said) = self.accuracy.accuracy_txt(self.scenario, &log, &acc)?;
+        if matches!(self.accuracy, AccuracySource::Script(_)) {
+            let missing = super::scorer::missing_metrics(
+                self.inference,
+                &self.args.python,
+                self.tree.round.name(),
+                self.model,
+                &text,
+            )?;
+            if !missing.is_empty() {
+                write(&acc.join("accuracy.txt"), &text)?;
+                bail!(
+                    "the accuracy script's output for {} holds no {} line in the form the \
+                     round's checker reads (its output: {}); a scorer must score",
+                    self.scenario,
+                    missing.join(", "),
+                    acc.join("accuracy.txt").display()
+                );
+            }
+        }
         write(&dir.join("accuracy/accuracy.txt"), &text)?;
         println!("  {} accuracy: accuracy.txt {said}", self.scenario);
         let compliance = self.tree.compliance_dir(self.model, self.scenario);
