@@ -639,6 +639,46 @@ fn mutual_tls_nodes_serve_only_a_qdl_with_a_client_certificate() -> Result<()> {
         "not refused for the missing client certificate:\n{}",
         run.stderr
     );
+
+    // Another CA's pair: its client certificate is refused by the nodes,
+    // and the nodes' certificate is refused by a QDL that trusts only it.
+    let other = dir.join("other-ca");
+    sut_node::tls::dev_certificates(&other, true)?;
+    let tls = |ca: &Path, pair: &Path| -> Vec<String> {
+        [
+            "--tls-ca".into(),
+            ca.join("ca.pem").display().to_string(),
+            "--tls-cert".into(),
+            pair.join("client.pem").display().to_string(),
+            "--tls-key".into(),
+            pair.join("client.key").display().to_string(),
+        ]
+        .into()
+    };
+    // The node refuses the foreign client (the QDL hears its alert); the
+    // QDL refuses the node it cannot verify itself.
+    for (case, ca, pair, refused_by_node) in [
+        ("foreign-client", certs.as_path(), other.as_path(), true),
+        ("unverifiable-node", other.as_path(), certs.as_path(), false),
+    ] {
+        let out = dir.join(case);
+        std::fs::create_dir_all(&out)?;
+        let mut flags: Vec<String> =
+            run_flags(&out, &cluster, BENCHMARK, "SingleStream", &user_conf(), &[])?
+                .into_iter()
+                .filter(|f| f != "--dev-tls" && Path::new(f) != certs.as_path())
+                .collect();
+        flags.extend(tls(ca, pair));
+        let run = loadgen(&out, &flags, Duration::from_secs(60))?;
+        ensure!(!run.status.success(), "{case}: the run was served");
+        ensure!(
+            run.stderr.contains("node quic://")
+                && run.stderr.contains("invalid peer certificate")
+                && run.stderr.contains("aborted by peer") == refused_by_node,
+            "{case}: not refused for the certificate by the right side:\n{}",
+            run.stderr
+        );
+    }
     Ok(())
 }
 

@@ -133,37 +133,105 @@ const MACHINE_PROBES: [&str; 6] = [
 ];
 
 /// Lines of test code that skip silently: a print that says it skips, or
-/// a `return` from an `if` that probes the machine with no
-/// `skip_unless_ci` in that block (so CI would pass a test it never ran).
+/// a `return` out of a branch taken on a probe of the machine with no
+/// `skip_unless_ci` in that branch (so CI would pass a test it never
+/// ran). Branches are read from the syntax tree: an `if` whose condition
+/// spans lines, and a `let ... else` whose value probes the machine.
 fn silent_skips(text: &str) -> Vec<(usize, String)> {
-    let lines: Vec<&str> = text.lines().collect();
-    let mut found = Vec::new();
-    for (n, line) in lines.iter().enumerate() {
-        let code = line.trim_start();
-        if code.starts_with("//") {
-            continue;
+    let mut found: Vec<(usize, String)> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| {
+            let code = line.trim_start();
+            !code.starts_with("//")
+                && ["println!", "eprintln!"].iter().any(|p| code.contains(p))
+                && code.to_lowercase().contains("skip")
+        })
+        .map(|(n, line)| (n + 1, line.trim().to_string()))
+        .collect();
+    let file = syn::parse_file(text).unwrap_or_else(|e| {
+        panic!("the skip rule cannot read this test code as Rust ({e}):\n{text}")
+    });
+    let mut finder = SkipFinder { found: Vec::new() };
+    syn::visit::visit_file(&mut finder, &file);
+    found.extend(finder.found);
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// Tokens with the spaces `quote` puts between them taken out, so the
+/// probes match however the code was laid out.
+fn squeezed(tokens: impl quote::ToTokens) -> String {
+    tokens
+        .to_token_stream()
+        .to_string()
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect()
+}
+
+fn probes_the_machine(tokens: impl quote::ToTokens) -> bool {
+    let code = squeezed(tokens);
+    MACHINE_PROBES.iter().any(|p| code.contains(p))
+}
+
+/// Whether a branch leaves the test without the helper: it holds a
+/// `return` and no `skip_unless_ci`.
+fn leaves_silently(block: &syn::Block) -> bool {
+    struct Returns(bool);
+    impl<'ast> syn::visit::Visit<'ast> for Returns {
+        fn visit_expr_return(&mut self, _: &'ast syn::ExprReturn) {
+            self.0 = true;
         }
-        let prints = ["println!", "eprintln!"].iter().any(|p| code.contains(p));
-        if prints && code.to_lowercase().contains("skip") {
-            found.push((n + 1, code.to_string()));
+        // A closure's return is not the test's.
+        fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
+    }
+    let mut returns = Returns(false);
+    syn::visit::Visit::visit_block(&mut returns, block);
+    returns.0 && !squeezed(block).contains("skip_unless_ci")
+}
+
+struct SkipFinder {
+    found: Vec<(usize, String)>,
+}
+
+impl<'ast> syn::visit::Visit<'ast> for SkipFinder {
+    fn visit_expr_if(&mut self, node: &'ast syn::ExprIf) {
+        if probes_the_machine(&node.cond) && leaves_silently(&node.then_branch) {
+            let line = node.if_token.span.start().line;
+            self.found.push((
+                line,
+                format!("if {} {{ return ... }}", squeezed(&node.cond)),
+            ));
         }
-        let probes = MACHINE_PROBES.iter().any(|p| code.contains(p));
-        if code.starts_with("if ") && probes && code.ends_with('{') {
-            let indent = line.len() - code.len();
-            let close = " ".repeat(indent) + "}";
-            let block: Vec<&str> = lines[n + 1..]
-                .iter()
-                .take_while(|l| !l.starts_with(&close))
-                .copied()
-                .collect();
-            let returns = block.iter().any(|l| l.trim_start().starts_with("return"));
-            let helped = block.iter().any(|l| l.contains("skip_unless_ci"));
-            if returns && !helped {
-                found.push((n + 1, code.to_string()));
+        syn::visit::visit_expr_if(self, node);
+    }
+
+    fn visit_local(&mut self, node: &'ast syn::Local) {
+        if let Some(init) = &node.init {
+            if let Some((_, diverge)) = &init.diverge {
+                let silent = match diverge.as_ref() {
+                    syn::Expr::Block(b) => leaves_silently(&b.block),
+                    other => {
+                        squeezed(other).starts_with("return")
+                            && !squeezed(other).contains("skip_unless_ci")
+                    }
+                };
+                if probes_the_machine(&init.expr) && silent {
+                    let line = node.let_token.span.start().line;
+                    self.found.push((
+                        line,
+                        format!("let ... = {} else {{ return ... }}", squeezed(&init.expr)),
+                    ));
+                }
             }
         }
+        syn::visit::visit_local(self, node);
     }
-    found
+
+    // A closure's `return` leaves the closure, not the test.
+    fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
 }
 
 /// Under CI no test passes without running: every skip goes through
@@ -212,10 +280,27 @@ fn a() -> Result<()> {
         return Ok(());
     }
     // eprintln!("skipped in a comment");
+    if std::env::var("NETDIV_X")
+        .is_err()
+    {
+        return Ok(());
+    }
+    let Some(dir) = std::env::var_os("NETDIV_DIR") else {
+        return Ok(());
+    };
+    let Some(dir) = std::env::var_os("NETDIV_DIR") else {
+        return skip_unless_ci("a dir");
+    };
+    let run = |p: &Path| {
+        if !p.exists() {
+            return 1;
+        }
+        0
+    };
 }
 "#;
     let lines: Vec<usize> = silent_skips(text).into_iter().map(|(n, _)| n).collect();
-    assert_eq!(lines, vec![3, 4, 7]);
+    assert_eq!(lines, vec![3, 4, 7, 21, 26]);
 }
 
 /// `file.rs::test` references in backticks (`file` bare or a path; `test`
