@@ -344,6 +344,33 @@ mod tests {
     use netdiv_proto::Benchmark;
 
     #[test]
+    fn every_finding_is_a_fail_line_and_every_rule_is_named() {
+        let pre = Preflight {
+            nodes: Vec::new(),
+            findings: vec![
+                rules::finding(rules::PHYSICAL, "node x runs under a hypervisor".into()),
+                rules::finding("a rule no list names", "evidence".into()),
+            ],
+            errors: Vec::new(),
+            warnings: Vec::new(),
+            held: Vec::new(),
+        };
+        let lines = pre.lines();
+        let fails: Vec<&String> = lines.iter().filter(|l| l.starts_with("FAIL")).collect();
+        assert_eq!(fails.len(), 2, "{lines:#?}");
+        assert!(
+            fails[1].ends_with("a rule no list names: evidence"),
+            "{lines:#?}"
+        );
+        for rule in rules::ALL.iter().filter(|r| **r != rules::PHYSICAL) {
+            assert!(
+                lines.contains(&format!("ok    {rule}")),
+                "{rule} is not named"
+            );
+        }
+    }
+
+    #[test]
     fn a_scenario_set_missing_what_the_round_requires_is_refused() {
         let entry = Round::V6_1
             .suite_entry(&Benchmark::parse("llama3.1-8b").unwrap())

@@ -631,6 +631,21 @@ mod tests {
             .unwrap()
             .evidence
             .contains("report no speed"));
+        // Egress binding: SDXL's images out outweigh its tokens in, and a
+        // path that carries the ingress but not the egress is refused.
+        let sdxl = netdiv_proto::Benchmark::parse("stable-diffusion-xl").unwrap();
+        let rule = netdiv_proto::bandwidth::rule(&sdxl).unwrap();
+        let (need_in, need_out) = netdiv_proto::bandwidth::required(&rule, 100.0, 4);
+        assert!(need_out > 1000.0 * need_in, "{need_in} in, {need_out} out");
+        let f = bandwidth(
+            "Server at 100 samples/s",
+            need_in,
+            need_out,
+            Some(need_in * 10.0),
+        )
+        .expect("the egress is not carried");
+        assert!(f.evidence.contains("1258.3 MB/s out"), "{f}");
+        assert!(bandwidth("x", need_in, need_out, Some(need_out)).is_none());
         assert_eq!(approved_compression(Codec::Lz4, &[], None).len(), 1);
         assert!(approved_compression(Codec::Lz4, &[], Some("WG 2026-11-02 minutes")).is_empty());
         assert!(approved_compression(Codec::None, &[], None).is_empty());
