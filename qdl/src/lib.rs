@@ -18,7 +18,8 @@
 //! * [`samples`]: the QSL's sample store (synthetic or `.npy` data, loaded
 //!   and compressed at LoadSamplesToRam);
 //! * [`tls`]: client TLS and mTLS for both transports;
-//! * [`link`]: the gRPC and QUIC connections, and their typed errors.
+//! * [`link`]: the gRPC and QUIC connections, the in-process link to a
+//!   node in this process, and their typed errors.
 //!
 //! Benchmarks, codecs and wire limits come from `netdiv-proto`, shared with
 //! the sut-node.
@@ -37,7 +38,7 @@ pub mod samples;
 pub mod sink;
 pub mod tls;
 
-pub use link::{Call, LinkError};
+pub use link::{Call, InProcessNode, LinkError, NodeAnswers, QueryPath};
 pub use network::{
     defaults, describe_nodes, Backoff, NetworkSut, NodeState, NodeStateChange, QdlConfig, QdlError,
     QdlStats,

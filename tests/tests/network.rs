@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
 use netdiv_proto::pb;
+use netdiv_tests::configs::node_toml;
 use netdiv_tests::log_records;
 use netdiv_tests::mlperf_logs::detail_value;
 use netdiv_tests::network_run::{check_exactly_once, loadgen, Cluster, LoadgenRun};
@@ -85,6 +86,19 @@ fn run_flags(
     conf: &UserConf,
     extra: &[&str],
 ) -> Result<Vec<String>> {
+    let mut flags = sample_flags(dir, benchmark, scenario, conf, extra)?;
+    flags.extend(cluster.loadgen_flags());
+    Ok(flags)
+}
+
+/// [`run_flags`] without the nodes: for a SUT `extra` names.
+fn sample_flags(
+    dir: &Path,
+    benchmark: &str,
+    scenario: &str,
+    conf: &UserConf,
+    extra: &[&str],
+) -> Result<Vec<String>> {
     let conf = write_file(dir, "user.conf", &conf.to_string())?;
     let shape = SHAPE.map(|d| d.to_string()).join(",");
     let mut flags: Vec<String> = [
@@ -113,7 +127,6 @@ fn run_flags(
     .map(|s| s.to_string())
     .collect();
     flags.extend(extra.iter().map(|s| s.to_string()));
-    flags.extend(cluster.loadgen_flags());
     Ok(flags)
 }
 
@@ -933,6 +946,60 @@ fn an_audit_with_steps_not_run_is_incomplete_not_passed() -> Result<()> {
         record["steps"][0]["outcome"] == "pass",
         "the name step: {record:#}"
     );
+    Ok(())
+}
+
+/// `--sut synthetic` and `--sut local` in all four scenarios, VALID: the
+/// in-process node is driven through the QDL's local link (its log says
+/// how many samples the QDL completed), every issued sample completes once,
+/// and with the node config's output size every response is its own
+/// sample's.
+#[test]
+fn in_process_nodes_run_every_scenario_through_the_qdls_local_link() -> Result<()> {
+    let dir = test_dir("in-process-all-scenarios")?;
+    let node = write_file(&dir, "node.toml", &node_toml(&node_config(BENCHMARK))?)?;
+    let node = node.to_str().context("utf-8 path")?.to_string();
+    let suts: [(&str, Vec<&str>); 2] = [
+        (
+            "synthetic",
+            vec![
+                "--sut",
+                "synthetic",
+                "--synthetic-batch-cost-us",
+                "500",
+                "--synthetic-sample-cost-us",
+                "100",
+            ],
+        ),
+        ("local", vec!["--sut", "local", "--node-config", &node]),
+    ];
+    for (sut, flags) in &suts {
+        for scenario in ["SingleStream", "MultiStream", "Server", "Offline"] {
+            let run_dir = dir.join(format!("{sut}-{scenario}"));
+            std::fs::create_dir_all(&run_dir)?;
+            let args = sample_flags(&run_dir, BENCHMARK, scenario, &user_conf(), flags)?;
+            let run = loadgen(&run_dir, &args, Duration::from_secs(120))?;
+            let context = || format!("--sut {sut}, {scenario}, in {}", run_dir.display());
+            run.expect_valid().with_context(context)?;
+            let completed = log_records::with_event(&run.events(), "in_process_qdl")
+                .first()
+                .and_then(|e| e["completed"].as_u64())
+                .with_context(|| format!("{}: no in_process_qdl event", context()))?;
+            let issued = std::fs::read_to_string(run_dir.join("issued.txt"))?
+                .lines()
+                .count() as u64;
+            ensure!(
+                completed == issued && issued > 0,
+                "{}: the QDL completed {completed} of {issued} issued samples",
+                context()
+            );
+            if *sut == "local" {
+                check_responses(&run, &run_dir).with_context(context)?;
+            } else {
+                check_exactly_once(&run, &run_dir.join("issued.txt")).with_context(context)?;
+            }
+        }
+    }
     Ok(())
 }
 

@@ -2,7 +2,7 @@
 //! store as its QSL. Thin adapters: the QDL does the work.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use qdl::samples::SampleStore;
 use qdl::{CompletionSink, NetworkSut};
@@ -55,6 +55,36 @@ pub struct QdlSut {
     pub network: NetworkSut,
     /// Counted as samples are issued and completed.
     pub counters: Arc<Counters>,
+    /// The sink of the test in progress, made once per responder.
+    sink: Mutex<Option<(SharedResponder, Arc<dyn CompletionSink>)>>,
+}
+
+impl QdlSut {
+    /// `network` as a SUT, counting in `counters`.
+    pub fn new(network: NetworkSut, counters: Arc<Counters>) -> Self {
+        Self {
+            network,
+            counters,
+            sink: Mutex::new(None),
+        }
+    }
+
+    /// The sink for `responder`: the one made for it before, or a new one
+    /// (each pass of a test has its own responder).
+    fn sink_for(&self, responder: &SharedResponder) -> Arc<dyn CompletionSink> {
+        let mut current = self.sink.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((known, sink)) = &*current {
+            if Arc::ptr_eq(known, responder) {
+                return sink.clone();
+            }
+        }
+        let sink: Arc<dyn CompletionSink> = Arc::new(ResponderSink {
+            responder: responder.clone(),
+            counters: self.counters.clone(),
+        });
+        *current = Some((responder.clone(), sink.clone()));
+        sink
+    }
 }
 
 impl SystemUnderTest for QdlSut {
@@ -67,11 +97,7 @@ impl SystemUnderTest for QdlSut {
             .issued
             .fetch_add(samples.len() as u64, Ordering::Relaxed);
         let pairs: Vec<(u64, usize)> = samples.iter().map(|s| (s.id, s.index)).collect();
-        let sink: Arc<dyn CompletionSink> = Arc::new(ResponderSink {
-            responder: responder.clone(),
-            counters: self.counters.clone(),
-        });
-        self.network.issue(&pairs, &sink);
+        self.network.issue(&pairs, &self.sink_for(responder));
     }
 
     /// The QDL never holds queries back to batch them, so there is

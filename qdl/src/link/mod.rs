@@ -1,9 +1,11 @@
-//! One connection to one sut-node, over gRPC or QUIC. A link sends queries
-//! without waiting and reports what comes back through [`LinkEvents`]; what
-//! those events mean for exactly-once completion is the pool's business.
+//! One connection to one sut-node, over gRPC or QUIC, or to a node in this
+//! process ([`local`]). A link sends queries without waiting and reports
+//! what comes back through [`LinkEvents`]; what those events mean for
+//! exactly-once completion is the pool's business.
 
 mod error;
 mod grpc;
+mod local;
 mod query_body;
 mod quic;
 
@@ -14,6 +16,7 @@ use netdiv_proto::pb;
 use netdiv_proto::transport::RPC_TIMEOUT;
 
 pub use error::{Call, LinkError};
+pub use local::{InProcessNode, NodeAnswers, QueryPath};
 
 use crate::node_url::{NodeUrl, Transport};
 use crate::tls::ClientTls;
@@ -35,6 +38,34 @@ pub(crate) trait LinkEvents: Send + Sync + 'static {
 pub(crate) enum Link {
     Grpc(grpc::GrpcLink),
     Quic(quic::QuicLink),
+    Local(local::LocalLink),
+}
+
+/// How to reach one node, the first time and again after it failed.
+#[derive(Clone)]
+pub(crate) enum Target {
+    /// A sut-node across the network.
+    Network {
+        url: NodeUrl,
+        tls: Option<ClientTls>,
+        max_message: usize,
+    },
+    /// A node in this process.
+    InProcess(Arc<dyn InProcessNode>),
+}
+
+impl Target {
+    /// Connects (a network node) or attaches (a node in this process).
+    pub(crate) async fn connect(&self) -> Result<Link, LinkError> {
+        match self {
+            Target::Network {
+                url,
+                tls,
+                max_message,
+            } => Link::connect(url, tls.as_ref(), *max_message).await,
+            Target::InProcess(node) => Ok(Link::Local(local::LocalLink::new(node.clone()))),
+        }
+    }
 }
 
 /// `future`, or a timeout error naming `call`.
@@ -94,6 +125,7 @@ impl Link {
             match self {
                 Link::Grpc(l) => l.name().await,
                 Link::Quic(l) => l.name().await,
+                Link::Local(l) => Ok(l.name()),
             }
         })
         .await
@@ -105,6 +137,7 @@ impl Link {
             match self {
                 Link::Grpc(l) => l.info().await,
                 Link::Quic(l) => l.info().await,
+                Link::Local(l) => Ok(l.info()),
             }
         })
         .await
@@ -115,6 +148,10 @@ impl Link {
         match self {
             Link::Grpc(l) => l.start(node, events).await,
             Link::Quic(l) => l.start(node, events).await,
+            Link::Local(l) => {
+                l.start(node, events);
+                Ok(())
+            }
         }
     }
 
@@ -123,6 +160,7 @@ impl Link {
         match self {
             Link::Grpc(l) => l.close().await,
             Link::Quic(l) => l.close().await,
+            Link::Local(l) => l.close().await,
         }
     }
 
@@ -138,6 +176,7 @@ impl Link {
         match self {
             Link::Grpc(l) => l.cancel(ids),
             Link::Quic(l) => l.cancel(ids),
+            Link::Local(l) => l.cancel(ids),
         }
     }
 
@@ -146,6 +185,7 @@ impl Link {
         match self {
             Link::Grpc(l) => l.send(query),
             Link::Quic(l) => l.send(query),
+            Link::Local(l) => l.send(query),
         }
     }
 }

@@ -13,6 +13,8 @@
 mod latency;
 mod rejoin;
 mod router;
+#[cfg(test)]
+mod tests;
 pub mod traffic;
 mod watchdog;
 
@@ -26,7 +28,7 @@ use netdiv_proto::transport::QDL_CLOSE_TIMEOUT;
 use netdiv_proto::{Benchmark, Direction};
 
 use crate::dispatch::DispatchPolicy;
-use crate::link::{Link, LinkError, LinkEvents};
+use crate::link::{InProcessNode, Link, LinkError, LinkEvents, Target};
 use crate::name::{self, NameError};
 use crate::node_url::NodeUrl;
 use crate::pool::{Pool, Window};
@@ -201,15 +203,31 @@ struct Connected {
     infos: Vec<pb::NodeInfo>,
 }
 
+/// Each node's target, from the configuration's addresses.
+fn network_targets(config: &QdlConfig) -> Vec<(String, Target)> {
+    config
+        .nodes
+        .iter()
+        .map(|url| {
+            let target = Target::Network {
+                url: url.clone(),
+                tls: config.tls.clone(),
+                max_message: config.max_message_bytes,
+            };
+            (url.to_string(), target)
+        })
+        .collect()
+}
+
 /// Connects to every node concurrently and asks each for its Info.
-fn connect_all(config: &QdlConfig) -> Result<Connected, QdlError> {
+fn connect_all(config: &QdlConfig, targets: &[(String, Target)]) -> Result<Connected, QdlError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.io_threads.max(1))
         .thread_name("qdl-io")
         .enable_all()
         .build()
         .map_err(QdlError::Runtime)?;
-    let urls: Vec<String> = config.nodes.iter().map(ToString::to_string).collect();
+    let urls: Vec<String> = targets.iter().map(|(label, _)| label.clone()).collect();
     let node_error = |i: usize| {
         let node = urls[i].clone();
         move |source| QdlError::Node { node, source }
@@ -218,10 +236,9 @@ fn connect_all(config: &QdlConfig) -> Result<Connected, QdlError> {
         // Fail on unreadable files before any connection attempt.
         tls.rustls(netdiv_proto::ALPN)?;
     }
-    let connected =
-        runtime.block_on(futures::future::join_all(config.nodes.iter().map(|url| {
-            Link::connect(url, config.tls.as_ref(), config.max_message_bytes)
-        })));
+    let connected = runtime.block_on(futures::future::join_all(
+        targets.iter().map(|(_, target)| target.connect()),
+    ));
     let mut links = Vec::new();
     for (i, link) in connected.into_iter().enumerate() {
         links.push(link.map_err(node_error(i))?);
@@ -249,7 +266,7 @@ fn connect_all(config: &QdlConfig) -> Result<Connected, QdlError> {
 /// Each node's address and Info, for tools that describe the nodes
 /// (`loadgen-node sysdesc`) without running a benchmark on them.
 pub fn describe_nodes(config: &QdlConfig) -> Result<Vec<(String, pb::NodeInfo)>, QdlError> {
-    let connected = connect_all(config)?;
+    let connected = connect_all(config, &network_targets(config))?;
     let Connected {
         runtime,
         urls,
@@ -303,12 +320,42 @@ impl NetworkSut {
     /// store's benchmark and accepts the store's codec, and opens the
     /// query paths.
     pub fn connect(config: QdlConfig, store: Arc<SampleStore>) -> Result<NetworkSut, QdlError> {
+        let targets = network_targets(&config);
+        NetworkSut::open(config, targets, store)
+    }
+
+    /// The same over nodes in this process, one local link each
+    /// (`config.nodes` and `config.tls` are not used): the in-process side
+    /// of the network tax, through the same pieces, windows and answers
+    /// as a node across the network.
+    pub fn in_process(
+        nodes: Vec<Arc<dyn InProcessNode>>,
+        config: QdlConfig,
+        store: Arc<SampleStore>,
+    ) -> Result<NetworkSut, QdlError> {
+        let targets = nodes
+            .into_iter()
+            .map(|node| {
+                (
+                    format!("in-process:{}", node.name()),
+                    Target::InProcess(node),
+                )
+            })
+            .collect();
+        NetworkSut::open(config, targets, store)
+    }
+
+    fn open(
+        config: QdlConfig,
+        targets: Vec<(String, Target)>,
+        store: Arc<SampleStore>,
+    ) -> Result<NetworkSut, QdlError> {
         let Connected {
             runtime,
             urls,
             links,
             infos,
-        } = connect_all(&config)?;
+        } = connect_all(&config, &targets)?;
         for (i, info) in infos.iter().enumerate() {
             check_compatible(info, store.benchmark(), store.codec()).map_err(|source| {
                 QdlError::Node {
@@ -360,12 +407,10 @@ impl NetworkSut {
             runtime.spawn(watchdog::watch(Arc::downgrade(&router), timeout));
         }
         if let Some(backoff) = config.rejoin.filter(|_| !config.no_failover) {
-            for (node, identity) in identities.into_iter().enumerate() {
+            for (node, ((_, target), identity)) in targets.into_iter().zip(identities).enumerate() {
                 let reconnect = rejoin::Reconnect {
                     node,
-                    url: config.nodes[node].clone(),
-                    tls: config.tls.clone(),
-                    max_message: config.max_message_bytes,
+                    target,
                     identity,
                     backoff,
                 };

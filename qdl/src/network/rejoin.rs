@@ -14,9 +14,7 @@ use netdiv_proto::pb;
 use netdiv_proto::transport::QDL_CLOSE_TIMEOUT;
 
 use super::router::{CurrentLink, NodeState, QueryRouter};
-use crate::link::{Link, LinkError};
-use crate::node_url::NodeUrl;
-use crate::tls::ClientTls;
+use crate::link::{Link, LinkError, Target};
 
 /// How long to wait between attempts to bring a node back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,9 +102,7 @@ impl Identity {
 /// How to reach one node again.
 pub(super) struct Reconnect {
     pub(super) node: usize,
-    pub(super) url: NodeUrl,
-    pub(super) tls: Option<ClientTls>,
-    pub(super) max_message: usize,
+    pub(super) target: Target,
     pub(super) identity: Identity,
     pub(super) backoff: Backoff,
 }
@@ -214,13 +210,11 @@ fn needs_rejoin(router: &Weak<QueryRouter>, node: usize) -> bool {
 
 /// One reconnection: connect, then check the node's Info and Name.
 async fn attempt(reconnect: &Reconnect) -> Result<Link, Attempt> {
-    let link = Link::connect(
-        &reconnect.url,
-        reconnect.tls.as_ref(),
-        reconnect.max_message,
-    )
-    .await
-    .map_err(Attempt::Unreachable)?;
+    let link = reconnect
+        .target
+        .connect()
+        .await
+        .map_err(Attempt::Unreachable)?;
     let checked = async {
         let info = link.info().await.map_err(Attempt::Unreachable)?;
         let mut identity = Identity::of(&info);

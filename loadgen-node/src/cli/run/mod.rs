@@ -100,9 +100,15 @@ fn run_in_process(
     let settings = plan.settings(scenario, None)?;
     let counters = Arc::new(Counters::default());
     let sut = plan
-        .in_process_node(backend, batching, qsl.store.clone(), counters.clone())
+        .in_process_node(
+            backend,
+            batching,
+            qsl.store.clone(),
+            counters.clone(),
+            scenario,
+        )
         .with_context(|| origin.to_string())?;
-    engines::run_test(
+    let ran = engines::run_test(
         plan,
         &sut,
         &qsl,
@@ -110,5 +116,15 @@ fn run_in_process(
         &plan.outputs.dir,
         Some(counters),
         None,
-    )
+    );
+    let stats = sut.network().stats();
+    tracing::info!(
+        event = "in_process_qdl",
+        completed = stats.completed,
+        resent = stats.resent,
+        late_answers = stats.late_answers,
+        "the in-process node's samples went through the QDL's local link: {} completed",
+        stats.completed
+    );
+    ran
 }

@@ -39,10 +39,7 @@ pub fn run(
     };
     log_nodes(&network);
     let counters = Arc::new(Counters::default());
-    let sut = QdlSut {
-        network,
-        counters: counters.clone(),
-    };
+    let sut = QdlSut::new(network, counters.clone());
     let metrics = match plan.outputs.metrics {
         Some(m) => Some(super::metrics::RunMetrics::start(
             m.listen,

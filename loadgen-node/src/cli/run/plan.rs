@@ -15,7 +15,8 @@ use loadgen_node::engine::settings::{
 };
 use loadgen_node::engine::EngineOptions;
 use loadgen_node::round::Round;
-use loadgen_node::sut::local::LocalNodeSut;
+use loadgen_node::sut::local::{LocalSut, NodeInProcess};
+use loadgen_node::sut::network::QdlSut;
 use loadgen_node::sut::network::StoreQsl;
 use loadgen_node::sut::Counters;
 use netdiv_proto::codec::Codec;
@@ -206,10 +207,25 @@ impl RunPlan {
         Ok(plan)
     }
 
+    /// What a submission run refuses of a plan: settings other than the
+    /// round's official ones, and a SUT that is not sut-nodes.
+    pub fn check_submission_mode(&self) -> Result<()> {
+        if self.configs.mlperf.is_some() {
+            bail!(
+                "submission mode: --mlperf-conf is refused; a submission runs with the official \
+                 mlperf.conf of its round (choose the round with --round)"
+            );
+        }
+        if matches!(self.target, Target::Null { .. } | Target::InProcess { .. }) {
+            bail!("submission mode: a submission runs against sut-nodes (--sut-node), not --sut");
+        }
+        Ok(())
+    }
+
     /// The checks that need more than one flag.
     fn check(&self) -> Result<()> {
         if self.submission_mode {
-            super::submission_mode::check_plan(self)?;
+            self.check_submission_mode()?;
         }
         let in_process = !matches!(
             self.target,
@@ -440,15 +456,16 @@ impl RunPlan {
         }
     }
 
-    /// A sut-node core with `backend` and `batching`, driven in this
-    /// process on the store's samples.
+    /// A sut-node core with `backend` and `batching` in this process,
+    /// driven through the QDL's local link on the store's samples.
     pub fn in_process_node(
         &self,
         backend: &BackendConfig,
         batching: BatchPolicy,
         store: Arc<SampleStore>,
         counters: Arc<Counters>,
-    ) -> Result<LocalNodeSut> {
+        scenario: Scenario,
+    ) -> Result<LocalSut> {
         use sut_node::node::{Node, NodeSettings};
         let node = Node::from_config(
             NodeSettings {
@@ -461,11 +478,13 @@ impl RunPlan {
             },
             backend,
         )?;
-        Ok(LocalNodeSut::new(
+        let config = self.qdl_config(Vec::new(), scenario)?;
+        let local: Arc<dyn qdl::InProcessNode> = Arc::new(NodeInProcess::new(node.clone()));
+        let network = qdl::NetworkSut::in_process(vec![local], config, store)?;
+        Ok(LocalSut::new(
             self.sut_name.clone(),
+            QdlSut::new(network, counters),
             node,
-            store,
-            counters,
         ))
     }
 }
