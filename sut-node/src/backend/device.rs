@@ -14,8 +14,7 @@ use std::time::Instant;
 use netdiv_proto::Benchmark;
 
 use super::llm::InvalidPrompt;
-use super::openai::client::AnswerError;
-use super::Backend;
+use super::openai::errors::AnswerError;
 
 /// What a device needs of a sample: its decoded input bytes, and whether
 /// its client took it back (`crate::reply`). The node's own record of the
@@ -195,6 +194,18 @@ pub trait Device<T: Work>: Send + Sync {
     }
     /// Runs device thread `thread` until `queue` ends.
     fn run(self: Arc<Self>, thread: usize, queue: &mut dyn DeviceQueue<T>, sink: &Sink<T>);
+}
+
+/// What runs the model, a batch at a time.
+pub trait Backend: Send + Sync + 'static {
+    /// Kind for `NodeInfo.backend` ("synthetic", "onnx", ...).
+    fn kind(&self) -> &'static str;
+    /// Human-readable parameters for `NodeInfo.backend_detail`.
+    fn detail(&self) -> String;
+    /// How many batches can run at once (devices).
+    fn devices(&self) -> usize;
+    /// Runs one batch on `device`; returns one result per input, in order.
+    fn run(&self, device: usize, inputs: &[&[u8]]) -> Vec<Result<Vec<u8>, SampleError>>;
 }
 
 /// A batch backend as a device: each batch the node's policy collects

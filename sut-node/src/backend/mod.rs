@@ -7,6 +7,7 @@
 //! batching policy.
 
 pub mod device;
+mod hash;
 pub mod llm;
 pub mod onnx;
 pub mod openai;
@@ -18,23 +19,12 @@ use std::sync::Arc;
 use netdiv_proto::Benchmark;
 use serde::{Deserialize, Serialize};
 
-use self::device::{BatchDevice, Device, SampleError, Work};
+pub use self::device::Backend;
+use self::device::{BatchDevice, Device, Work};
 use self::llm::{LlmBackend, LlmConfig, LlmConfigError};
 use self::onnx::{OnnxBackend, OnnxConfig, OnnxError};
 use self::openai::{OpenaiBackend, OpenaiConfig, OpenaiError};
 use self::synthetic::{SyntheticBackend, SyntheticConfig};
-
-/// What runs the model, a batch at a time.
-pub trait Backend: Send + Sync + 'static {
-    /// Kind for `NodeInfo.backend` ("synthetic", "onnx", ...).
-    fn kind(&self) -> &'static str;
-    /// Human-readable parameters for `NodeInfo.backend_detail`.
-    fn detail(&self) -> String;
-    /// How many batches can run at once (devices).
-    fn devices(&self) -> usize;
-    /// Runs one batch on `device`; returns one result per input, in order.
-    fn run(&self, device: usize, inputs: &[&[u8]]) -> Vec<Result<Vec<u8>, SampleError>>;
-}
 
 /// Which backend a node runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, Deserialize, Serialize)]

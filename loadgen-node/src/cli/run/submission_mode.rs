@@ -1,30 +1,14 @@
 //! Submission mode (`run --submission-mode`, always on under
 //! `submission`): the Network-division rules a run for a submission must
 //! keep, checked before and after it. Nodes must be across a real network
-//! from this LoadGen node, the official settings apply, and a run that
-//! lost a node is not a result.
+//! from this LoadGen node, the official settings apply (the plan's own
+//! check, `plan.rs`), and a run that lost a node is not a result.
 
 use std::net::IpAddr;
 
 use anyhow::{bail, Result};
 use netdiv_proto::pb;
 use qdl::node_url::NodeUrl;
-
-use super::plan::{RunPlan, Target};
-
-/// What a submission run refuses of a plan.
-pub fn check_plan(plan: &RunPlan) -> Result<()> {
-    if plan.configs.mlperf.is_some() {
-        bail!(
-            "submission mode: --mlperf-conf is refused; a submission runs with the official \
-             mlperf.conf of its round (choose the round with --round)"
-        );
-    }
-    if matches!(plan.target, Target::Null { .. } | Target::InProcess { .. }) {
-        bail!("submission mode: a submission runs against sut-nodes (--sut-node), not --sut");
-    }
-    Ok(())
-}
 
 /// Why an address is not across a network from here, if it is not.
 fn local_address(ip: IpAddr) -> Option<&'static str> {

@@ -4,14 +4,13 @@
 //! script's `hash=` line then shows it is the same log), or, for a
 //! rehearsal only, a file the user scored before.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{anyhow, bail, Context, Result};
-use sha2::{Digest, Sha256};
 
 use super::rehearsal::PRECOMPUTED_MARK;
+use super::scorer::{self, sha256_file};
 
 /// How accuracy.txt is made.
 #[derive(Debug)]
@@ -80,7 +79,7 @@ impl AccuracySource {
                     .replace("{log}", &shell_quote(&log.display().to_string()))
                     .replace("{scenario}", scenario);
                 let output = run_scorer(&command, work)?;
-                let files = super::scorer::named_files(script, work)?;
+                let files = scorer::named_files(script, work)?;
                 Ok((
                     format!(
                         "{output}\nnetdiv: scored {} (sha256 {sha}) with: {command}\n{files}",
@@ -150,28 +149,6 @@ fn given_outputs(given: &[String], scenarios: &[String]) -> Result<AccuracySourc
         every,
         per_scenario,
     })
-}
-
-/// The sha256 of a file, in hex.
-pub fn sha256_file(path: &Path) -> Result<String> {
-    let mut file =
-        std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file
-            .read(&mut buf)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
 }
 
 /// `text` as one shell word.

@@ -12,8 +12,7 @@ use netdiv_proto::pb;
 use serde_json::{json, Value};
 
 use super::rehearsal::{BANNER_START, REASONS_KEY};
-use super::tree::Tree;
-use super::write;
+use super::tree::{write, Tree};
 
 /// The QDL's and the session layer's sources (`qdl/`, `proto/`) with the
 /// commit they came from, built into this program.

@@ -43,7 +43,7 @@ use super::args::SubmissionArgs;
 use super::run::plan::RunPlan;
 use accuracy::AccuracySource;
 use runs::ScenarioRuns;
-use tree::Tree;
+use tree::{write, Tree};
 
 /// Compliance tests netdiv runs and verifies.
 const SUPPORTED_TESTS: &[&str] = &["TEST01", "TEST04", "TEST06"];
@@ -119,7 +119,7 @@ fn setup(args: &SubmissionArgs) -> Result<(RunPlan, Scope)> {
     }
     let mut plan = RunPlan::from_args(run)?;
     plan.submission_mode = true;
-    super::run::submission_mode::check_plan(&plan)?;
+    plan.check_submission_mode()?;
     let scope = scope(args, &plan)?;
     if let Some(path) = args.diagram.as_deref().filter(|p| !p.is_file()) {
         bail!("--diagram {}: no such file", path.display());
@@ -577,12 +577,4 @@ fn write_code(
         command.join(" ")
     );
     write(&tree.code_dir(model).join("README.md"), &readme)
-}
-
-fn write(path: &Path, text: &str) -> Result<()> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("cannot create {}", parent.display()))?;
-    }
-    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }

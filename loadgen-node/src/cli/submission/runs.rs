@@ -15,8 +15,8 @@ use serde_json::json;
 
 use super::accuracy::AccuracySource;
 use super::fingerprint;
-use super::tree::{self, Tree};
-use super::{checker, write, SubmissionArgs};
+use super::tree::{self, write, Tree};
+use super::{checker, SubmissionArgs};
 use crate::cli::verdict::Verdict;
 
 /// Flags of `submission` a child `run` does not take, with whether each

@@ -7,12 +7,13 @@
 //! output must hold every accuracy metric the round's checker reads for
 //! the benchmark, in the checker's own form.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result};
+use sha2::{Digest, Sha256};
 
-use super::accuracy::sha256_file;
 use super::rules::{self, Finding};
 
 /// The official accuracy script of each benchmark netdiv knows, in a
@@ -180,6 +181,28 @@ pub fn missing_metrics(
     Ok(String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(String::from)
+        .collect())
+}
+
+/// The sha256 of a file, in hex.
+pub fn sha256_file(path: &Path) -> Result<String> {
+    let mut file =
+        std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file
+            .read(&mut buf)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
         .collect())
 }
 

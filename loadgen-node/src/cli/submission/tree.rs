@@ -4,6 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
+use anyhow::{Context, Result};
+
 use loadgen_node::round::Round;
 
 /// The paths of one submitter's tree under a submission root, laid out
@@ -154,4 +156,13 @@ pub fn finished_with(run_dir: &Path) -> serde_json::Value {
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or(serde_json::Value::Null)
+}
+
+/// Writes `text` to `path`, making its folder first.
+pub fn write(path: &Path, text: &str) -> Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }

@@ -30,7 +30,7 @@ use netdiv_proto::Benchmark;
 use serde::{Deserialize, Serialize};
 
 use self::scheduler::{Scheduler, StepCost};
-use super::synthetic::word_hash;
+use super::hash::word_hash;
 
 /// `NodeInfo.backend` of this backend.
 pub const KIND: &str = "synthetic-llm";

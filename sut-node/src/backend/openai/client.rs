@@ -10,8 +10,9 @@ use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde_json::Value;
 
-use super::api::{request_body, shorten, EngineApi, EventError, Generation, StreamReader};
-use super::{seconds, OpenaiConfig, OpenaiError};
+use super::api::{request_body, shorten, EngineApi, Generation, StreamReader};
+use super::config::{seconds, OpenaiConfig};
+use super::errors::{AnswerError, OpenaiError};
 
 /// Longest wait for a connection to the engine.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -28,80 +29,6 @@ const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(2);
 const FRESH_CONNECTION_TRIES: usize = 2;
 /// Tokens the probe at start asks for.
 const PROBE_TOKENS: u32 = 2;
-
-/// Why one sample got no answer; the QDL and LoadGen see the text.
-#[derive(Debug, thiserror::Error)]
-pub enum AnswerError {
-    /// No connection, or it broke before the answer began.
-    #[error("cannot reach the engine at {url}: {error}")]
-    Unreachable {
-        /// The request URL.
-        url: String,
-        /// The client's error and its causes.
-        error: String,
-    },
-    /// An HTTP error status.
-    #[error("the engine answered HTTP {status}: {body}")]
-    Status {
-        /// The status.
-        status: u16,
-        /// The body, shortened.
-        body: String,
-    },
-    /// The stream broke in the middle.
-    #[error("the engine's stream broke after {tokens} token(s): {error}")]
-    Broken {
-        /// Tokens received before.
-        tokens: usize,
-        /// The client's error and its causes.
-        error: String,
-    },
-    /// An event that cannot be read.
-    #[error("after {tokens} token(s): {error}")]
-    Event {
-        /// Tokens received before.
-        tokens: usize,
-        /// What is wrong with it.
-        error: EventError,
-    },
-    /// The stream ended before its last event.
-    #[error("the engine's stream ended after {0} token(s) without its last event (truncated)")]
-    Truncated(usize),
-    /// More tokens than asked for.
-    #[error("the engine streamed {tokens} tokens, more than max_tokens = {max_tokens}")]
-    TooLong {
-        /// Tokens received.
-        tokens: usize,
-        /// The limit asked.
-        max_tokens: u32,
-    },
-    /// The stream ended properly without a single token.
-    #[error("the engine's answer has no tokens")]
-    NoTokens,
-    /// Nothing came for too long.
-    #[error("no {what} from the engine within {seconds} s ({tokens} token(s) received)")]
-    Timeout {
-        /// What was waited for.
-        what: &'static str,
-        /// The wait.
-        seconds: f64,
-        /// Tokens received before.
-        tokens: usize,
-    },
-}
-
-impl AnswerError {
-    /// The connection failed rather than the answer: unreachable, a
-    /// stream that broke or ended early (what an engine that dies does).
-    pub fn is_connection(&self) -> bool {
-        matches!(
-            self,
-            AnswerError::Unreachable { .. }
-                | AnswerError::Broken { .. }
-                | AnswerError::Truncated(_)
-        )
-    }
-}
 
 /// What the engine says about itself.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
