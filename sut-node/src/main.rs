@@ -229,15 +229,15 @@ fn report_ready(
     };
     let backend = node.info(Vec::new()).backend_detail;
     if let Some(path) = &config.cli.ready_file {
-        let ready = serde_json::json!({
-            "name": name,
-            "grpc": servers.grpc.map(|a| a.to_string()),
-            "quic": servers.quic.map(|a| a.to_string()),
-            "metrics": servers.metrics.map(|a| a.to_string()),
-            "tls": tls_mode,
-            "backend": backend,
-            "pid": std::process::id(),
-        });
+        let ready = sut_node::ready::Ready {
+            name: name.clone(),
+            grpc: servers.grpc,
+            quic: servers.quic,
+            metrics: servers.metrics,
+            tls: tls_mode.to_string(),
+            backend: backend.clone(),
+            pid: std::process::id(),
+        };
         sut_node::ready::write(path, &ready)?;
     }
     tracing::info!(

@@ -2,9 +2,32 @@
 //! name, addresses, TLS mode, backend, pid) there, atomically; whoever
 //! started it (a script, the embedded default, the tests) waits for it.
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// What a node writes once it listens: the one shape of the ready file,
+/// for the node that writes it and everyone who reads it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ready {
+    /// The node's name.
+    pub name: String,
+    /// Where its gRPC server listens, if it runs one.
+    pub grpc: Option<SocketAddr>,
+    /// Where its QUIC server listens, if it runs one.
+    pub quic: Option<SocketAddr>,
+    /// Where its `/metrics` endpoint listens, if it has one.
+    pub metrics: Option<SocketAddr>,
+    /// `off`, `on` or `mtls`.
+    pub tls: String,
+    /// Its backend, as `NodeInfo.backend_detail` says it.
+    pub backend: String,
+    /// Its process id.
+    pub pid: u32,
+}
 
 /// Why a node's readiness was not seen.
 #[derive(Debug, thiserror::Error)]
@@ -17,13 +40,15 @@ pub enum ReadyError {
         /// What failed.
         source: std::io::Error,
     },
-    /// The file holds no JSON object.
-    #[error("ready file {path} holds {text:?}")]
+    /// The file does not hold a ready record.
+    #[error("ready file {path} holds {text:?}: {error}")]
     Garbled {
         /// The file.
         path: String,
         /// What it holds.
         text: String,
+        /// What is wrong with it.
+        error: String,
     },
     /// The node exited before it was ready.
     #[error("it exited ({0}) before it was ready")]
@@ -38,34 +63,25 @@ pub enum ReadyError {
 
 /// Writes `ready` to `path` through a temporary file in the same folder,
 /// so a reader sees nothing or all of it.
-pub fn write(path: &Path, ready: &serde_json::Value) -> Result<(), ReadyError> {
+pub fn write(path: &Path, ready: &Ready) -> Result<(), ReadyError> {
     let failed = |source| ReadyError::Write {
         path: path.display().to_string(),
         source,
     };
     let mut temporary = path.as_os_str().to_owned();
     temporary.push(".partial");
-    std::fs::write(&temporary, ready.to_string() + "\n").map_err(failed)?;
+    let text = serde_json::to_string(ready).expect("a ready record is plain data");
+    std::fs::write(&temporary, text + "\n").map_err(failed)?;
     std::fs::rename(&temporary, path).map_err(failed)
 }
 
 /// Waits up to `timeout` for the ready file of the node `child`, which
 /// must go on running meanwhile; returns what the node wrote.
-pub fn wait(
-    child: &mut Child,
-    path: &Path,
-    timeout: Duration,
-) -> Result<serde_json::Value, ReadyError> {
+pub fn wait(child: &mut Child, path: &Path, timeout: Duration) -> Result<Ready, ReadyError> {
     let started = Instant::now();
     loop {
         if let Ok(text) = std::fs::read_to_string(path) {
-            return serde_json::from_str::<serde_json::Value>(&text)
-                .ok()
-                .filter(serde_json::Value::is_object)
-                .ok_or(ReadyError::Garbled {
-                    path: path.display().to_string(),
-                    text,
-                });
+            return read(path, text);
         }
         if let Some(status) = child.try_wait().map_err(ReadyError::Process)? {
             return Err(ReadyError::Exited(status));
@@ -75,4 +91,13 @@ pub fn wait(
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// The ready record `text` (read from `path`).
+pub fn read(path: &Path, text: String) -> Result<Ready, ReadyError> {
+    serde_json::from_str(&text).map_err(|e| ReadyError::Garbled {
+        path: path.display().to_string(),
+        text,
+        error: e.to_string(),
+    })
 }

@@ -88,12 +88,10 @@ impl NodeProcess {
                 );
             }
         };
-        let address =
-            |key: &str| -> Option<SocketAddr> { ready[key].as_str().and_then(|v| v.parse().ok()) };
         Ok(NodeProcess {
-            grpc: address("grpc"),
-            quic: address("quic"),
-            metrics: address("metrics"),
+            grpc: ready.grpc,
+            quic: ready.quic,
+            metrics: ready.metrics,
             name: name.to_string(),
             certs: certs.map(Path::to_path_buf),
             child,

@@ -662,10 +662,10 @@ fn release_artefacts_install_and_their_nodes_answer() -> Result<()> {
             );
             std::thread::sleep(Duration::from_millis(100));
         }
-        let info: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&ready)?)?;
-        let addr = info["grpc"]
-            .as_str()
-            .with_context(|| format!("no gRPC address in {info}"))?;
+        let info = sut_node::ready::read(&ready, std::fs::read_to_string(&ready)?)?;
+        let addr = info
+            .grpc
+            .with_context(|| format!("no gRPC address in {info:?}"))?;
         node_answers(
             &unpacked.join("bin/loadgen-node"),
             &format!("grpc://{addr}"),

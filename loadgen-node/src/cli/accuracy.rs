@@ -12,7 +12,7 @@ use serde::Deserialize;
 /// Why a log or label file could not be scored; each names the file and
 /// the entry or line.
 #[derive(Debug, thiserror::Error)]
-pub enum ScoreError {
+pub(crate) enum ScoreError {
     #[error("cannot read {}: {cause}", path.display())]
     Io {
         path: PathBuf,
@@ -49,17 +49,17 @@ struct Entry {
 
 /// Top-1 accuracy over the distinct samples of a log.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Top1 {
-    pub correct: usize,
+pub(crate) struct Top1 {
+    pub(crate) correct: usize,
     /// Distinct samples scored.
-    pub samples: usize,
+    pub(crate) samples: usize,
     /// Entries for a sample already scored (the LoadGen may log a sample
     /// more than once in performance runs); they must agree with the first.
-    pub repeats: usize,
+    pub(crate) repeats: usize,
 }
 
 impl Top1 {
-    pub fn accuracy(&self) -> f64 {
+    pub(crate) fn accuracy(&self) -> f64 {
         self.correct as f64 / self.samples as f64
     }
 }
@@ -77,7 +77,7 @@ impl std::fmt::Display for Top1 {
 }
 
 /// Reads labels: one integer per line, in sample order.
-pub fn read_labels(path: &Path) -> Result<Vec<i64>, ScoreError> {
+pub(crate) fn read_labels(path: &Path) -> Result<Vec<i64>, ScoreError> {
     let text = std::fs::read_to_string(path).map_err(|cause| ScoreError::Io {
         path: path.to_path_buf(),
         cause,
@@ -97,7 +97,7 @@ pub fn read_labels(path: &Path) -> Result<Vec<i64>, ScoreError> {
 
 /// Scores the accuracy log at `path` (a file, or a folder holding
 /// `mlperf_log_accuracy.json`).
-pub fn score_file(path: &Path, labels: &[i64], dtype: DType) -> Result<Top1, ScoreError> {
+pub(crate) fn score_file(path: &Path, labels: &[i64], dtype: DType) -> Result<Top1, ScoreError> {
     let file = if path.is_dir() {
         path.join("mlperf_log_accuracy.json")
     } else {
@@ -185,7 +185,7 @@ fn decode_hex(hex: &str) -> Result<Vec<u8>, String> {
 }
 
 /// `loadgen-node accuracy`: top-1 of a classifier's accuracy log.
-pub fn command(args: &super::args::AccuracyArgs) -> anyhow::Result<()> {
+pub(crate) fn command(args: &super::args::AccuracyArgs) -> anyhow::Result<()> {
     let labels = read_labels(&args.labels)?;
     let top1 = score_file(&args.log, &labels, args.class_dtype)?;
     println!("{top1}");

@@ -37,7 +37,7 @@ fn absolute(value: &str) -> String {
 /// `args` (this program's flags after the subcommand) for a child `run`:
 /// without the flags in `drop` (each with whether it takes a value), and
 /// with file names made absolute.
-pub fn run_flags(args: impl Iterator<Item = String>, drop: &[(&str, bool)]) -> Vec<String> {
+pub(crate) fn run_flags(args: impl Iterator<Item = String>, drop: &[(&str, bool)]) -> Vec<String> {
     let mut kept = Vec::new();
     let mut skip_value = false;
     let mut path_value = false;
@@ -77,7 +77,10 @@ pub fn run_flags(args: impl Iterator<Item = String>, drop: &[(&str, bool)]) -> V
 
 /// `argv` (without the program) as a child sees it: the global flags
 /// given before `subcommand`, then everything after it.
-pub fn subcommand_args(argv: impl IntoIterator<Item = String>, subcommand: &str) -> Vec<String> {
+pub(crate) fn subcommand_args(
+    argv: impl IntoIterator<Item = String>,
+    subcommand: &str,
+) -> Vec<String> {
     let mut out = Vec::new();
     let mut argv = argv.into_iter();
     while let Some(arg) = argv.next() {
@@ -100,7 +103,7 @@ pub fn subcommand_args(argv: impl IntoIterator<Item = String>, subcommand: &str)
 /// A child `loadgen-node run` with this process's flags (those of
 /// `subcommand` and the global ones wherever they were given), less
 /// `drop`, file names made absolute. The caller adds the child's own.
-pub fn run_command(subcommand: &str, drop: &[(&str, bool)]) -> Result<Command> {
+pub(crate) fn run_command(subcommand: &str, drop: &[(&str, bool)]) -> Result<Command> {
     let mut command = Command::new(std::env::current_exe().context("cannot find this program")?);
     command.arg("run").args(run_flags(
         subcommand_args(std::env::args().skip(1), subcommand).into_iter(),
@@ -111,7 +114,7 @@ pub fn run_command(subcommand: &str, drop: &[(&str, bool)]) -> Result<Command> {
 
 /// Runs `command` with its output in `log`; on failure the error names
 /// the log and carries its last lines, where the child said why.
-pub fn run_logged(mut command: Command, what: &str, log: &Path) -> Result<()> {
+pub(crate) fn run_logged(mut command: Command, what: &str, log: &Path) -> Result<()> {
     let file =
         std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
     let status = command

@@ -12,12 +12,12 @@ use netdiv_proto::pb;
 use qdl::node_url::NodeUrl;
 
 /// The address each node was reached at, if it resolves.
-pub fn node_addresses(urls: &[NodeUrl]) -> Vec<Option<IpAddr>> {
+pub(crate) fn node_addresses(urls: &[NodeUrl]) -> Vec<Option<IpAddr>> {
     urls.iter().map(node_address).collect()
 }
 
 /// The address a node's URL resolves to, if it does.
-pub fn node_address(url: &NodeUrl) -> Option<IpAddr> {
+pub(crate) fn node_address(url: &NodeUrl) -> Option<IpAddr> {
     (url.host.as_str(), url.port)
         .to_socket_addrs()
         .ok()
@@ -26,7 +26,7 @@ pub fn node_address(url: &NodeUrl) -> Option<IpAddr> {
 }
 
 /// The address of a node's URL given as text (`grpc://host:port`).
-pub fn address_of(url: &str) -> Option<IpAddr> {
+pub(crate) fn address_of(url: &str) -> Option<IpAddr> {
     node_address(&url.parse().ok()?)
 }
 
@@ -34,7 +34,7 @@ pub fn address_of(url: &str) -> Option<IpAddr> {
 /// kernel's egress device ([`super::egress`]: a bridge seen through to the
 /// port the node was learned on), or, where the route tables cannot be
 /// read, the interface holding the source address the kernel would pick.
-pub fn route_interface(ip: IpAddr) -> Option<String> {
+pub(crate) fn route_interface(ip: IpAddr) -> Option<String> {
     let addresses = sut_node::nic::interface_addresses();
     let own: Vec<IpAddr> = addresses.iter().map(|(_, a)| *a).collect();
     let egress = super::egress::egress_device(
@@ -58,7 +58,7 @@ pub fn route_interface(ip: IpAddr) -> Option<String> {
 }
 
 /// This host's interface `name`, resolved.
-pub fn local_link(name: &str) -> LinkRecord {
+pub(crate) fn local_link(name: &str) -> LinkRecord {
     let sys = Path::new("/sys/class/net");
     let link = sut_node::nic::resolve_link(sys, name);
     let speed = std::fs::read_to_string(sys.join(name).join("speed"))
@@ -76,7 +76,7 @@ pub fn local_link(name: &str) -> LinkRecord {
 }
 
 /// A node's interface holding `reached_at`, as its Info resolves it.
-pub fn node_link(info: &pb::NodeInfo, reached_at: Option<IpAddr>) -> Option<LinkRecord> {
+pub(crate) fn node_link(info: &pb::NodeInfo, reached_at: Option<IpAddr>) -> Option<LinkRecord> {
     let ip = reached_at?.to_string();
     let nic = info.nics.iter().find(|n| n.addresses.contains(&ip))?;
     Some(LinkRecord {
@@ -89,7 +89,7 @@ pub fn node_link(info: &pb::NodeInfo, reached_at: Option<IpAddr>) -> Option<Link
 }
 
 /// Both ends of the data path to a node reached at `reached_at`.
-pub fn data_path(info: &pb::NodeInfo, reached_at: Option<IpAddr>) -> DataPathRecord {
+pub(crate) fn data_path(info: &pb::NodeInfo, reached_at: Option<IpAddr>) -> DataPathRecord {
     DataPathRecord {
         loadgen_interface: reached_at
             .and_then(route_interface)
@@ -99,7 +99,7 @@ pub fn data_path(info: &pb::NodeInfo, reached_at: Option<IpAddr>) -> DataPathRec
 }
 
 /// The record of a machine's identities.
-pub fn host_record(host: &pb::HostIdentity) -> HostRecord {
+pub(crate) fn host_record(host: &pb::HostIdentity) -> HostRecord {
     HostRecord {
         machine_id: host.machine_id.clone(),
         boot_id: host.boot_id.clone(),
@@ -112,7 +112,7 @@ pub fn host_record(host: &pb::HostIdentity) -> HostRecord {
 /// The rate of this LoadGen node's side of the data path, bytes/s: the
 /// sum of the distinct interfaces the routes to the nodes leave from;
 /// `None` when one of them reports no speed.
-pub fn loadgen_rate_bytes_per_s(paths: &[DataPathRecord]) -> Option<f64> {
+pub(crate) fn loadgen_rate_bytes_per_s(paths: &[DataPathRecord]) -> Option<f64> {
     let mut seen: Vec<&str> = Vec::new();
     let mut total = 0.0;
     for link in paths.iter().filter_map(|p| p.loadgen_interface.as_ref()) {

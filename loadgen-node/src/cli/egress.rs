@@ -13,7 +13,7 @@ use std::path::Path;
 
 /// The device the kernel sends packets for `ip` out of, resolved through
 /// a bridge to its port; `None` when no route matches.
-pub fn egress_device(
+pub(crate) fn egress_device(
     proc_net: &Path,
     sys_net: &Path,
     ip: IpAddr,

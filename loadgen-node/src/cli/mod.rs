@@ -8,14 +8,14 @@
 //! [`data_path`] resolves the interfaces each node's traffic crosses;
 //! [`verdict`] reads a run's verdict from its logs.
 
-pub mod accuracy;
-pub mod args;
-pub mod audit;
-pub mod child;
-pub mod data_path;
-pub mod egress;
-pub mod report;
-pub mod run;
-pub mod submission;
-pub mod sysdesc;
-pub mod verdict;
+pub(crate) mod accuracy;
+pub(crate) mod args;
+pub(crate) mod audit;
+pub(crate) mod child;
+pub(crate) mod data_path;
+pub(crate) mod egress;
+pub(crate) mod report;
+pub(crate) mod run;
+pub(crate) mod submission;
+pub(crate) mod sysdesc;
+pub(crate) mod verdict;

@@ -11,16 +11,16 @@ use serde_json::Value;
 
 /// What a run's logs say of it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Verdict {
+pub(crate) struct Verdict {
     /// `Result is : VALID`.
-    pub valid: bool,
+    pub(crate) valid: bool,
     /// The headline metric line (`Samples per second: 1914.72`).
-    pub metric: String,
+    pub(crate) metric: String,
     /// The constraints it did not meet (`Min duration satisfied : NO`).
-    pub unmet: Vec<String>,
+    pub(crate) unmet: Vec<String>,
     /// What to change: the LoadGen's recommendations, and the target
     /// computed from the measured rate where that applies.
-    pub recommendations: Vec<String>,
+    pub(crate) recommendations: Vec<String>,
 }
 
 /// The first value of `key` in a detail log's text.
@@ -35,7 +35,7 @@ fn detail_value(detail: &str, key: &str) -> Option<Value> {
 
 impl Verdict {
     /// The verdict of the run whose logs are in `run`.
-    pub fn read(run: &Path) -> Result<Verdict> {
+    pub(crate) fn read(run: &Path) -> Result<Verdict> {
         let summary_path = run.join("mlperf_log_summary.txt");
         let summary = std::fs::read_to_string(&summary_path)
             .with_context(|| format!("cannot read {}", summary_path.display()))?;
@@ -44,7 +44,7 @@ impl Verdict {
     }
 
     /// The verdict in a summary's and a detail log's text.
-    pub fn parse(summary: &str, detail: &str) -> Verdict {
+    pub(crate) fn parse(summary: &str, detail: &str) -> Verdict {
         let lines: Vec<&str> = summary.lines().collect();
         let result = lines
             .iter()
@@ -96,7 +96,7 @@ impl Verdict {
     }
 
     /// One line: `VALID (metric)` or `INVALID (metric): why`.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         let word = if self.valid { "VALID" } else { "INVALID" };
         if self.valid {
             format!("{word} ({})", self.metric)
@@ -106,7 +106,7 @@ impl Verdict {
     }
 
     /// The unmet constraints and what to change.
-    pub fn why(&self) -> String {
+    pub(crate) fn why(&self) -> String {
         let mut parts = self.unmet.clone();
         if parts.is_empty() {
             parts.push("the summary gives no unmet constraint".into());

@@ -27,7 +27,7 @@ use super::args::AuditArgs;
 
 /// How a step ended.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// It showed what it proves.
     Pass,
     /// It showed the opposite, or could not show it: why.
@@ -38,17 +38,17 @@ pub enum Outcome {
 }
 
 /// One step of the demonstration.
-pub struct Step {
+pub(crate) struct Step {
     /// Short name (`name`, `partition`, `wire`, `delay`, `test04`, `report`).
-    pub id: &'static str,
+    pub(crate) id: &'static str,
     /// What it proves.
-    pub proves: &'static str,
+    pub(crate) proves: &'static str,
     /// The rule it serves.
-    pub rule: &'static str,
+    pub(crate) rule: &'static str,
     /// What it measured, one line each.
-    pub lines: Vec<String>,
+    pub(crate) lines: Vec<String>,
     /// Its verdict.
-    pub outcome: Outcome,
+    pub(crate) outcome: Outcome,
 }
 
 impl Step {
@@ -88,7 +88,7 @@ impl Step {
 
 /// Runs every step, prints each as it ends, writes `audit.json` and
 /// fails if a step failed.
-pub fn command(args: &AuditArgs) -> Result<()> {
+pub(crate) fn command(args: &AuditArgs) -> Result<()> {
     if args.run.network.sut_node.is_empty() {
         bail!("give the sut-nodes to audit: --sut-node URL (one per node)");
     }

@@ -15,19 +15,19 @@ use tokio::task::JoinHandle;
 
 /// Bytes that crossed a relay, each way.
 #[derive(Debug, Default)]
-pub struct Crossed {
+pub(crate) struct Crossed {
     /// LoadGen node to sut-node (queries).
-    pub to_node: AtomicU64,
+    pub(crate) to_node: AtomicU64,
     /// sut-node to LoadGen node (answers).
-    pub from_node: AtomicU64,
+    pub(crate) from_node: AtomicU64,
 }
 
 /// A running relay: connections to `listen` are forwarded to the node.
-pub struct Relay {
+pub(crate) struct Relay {
     /// Where the LoadGen node connects instead of the node.
-    pub listen: SocketAddr,
+    pub(crate) listen: SocketAddr,
     /// What crossed it so far.
-    pub crossed: Arc<Crossed>,
+    pub(crate) crossed: Arc<Crossed>,
     task: JoinHandle<()>,
 }
 
@@ -39,7 +39,7 @@ impl Drop for Relay {
 
 /// Starts a relay on loopback to `node`, holding each chunk `delay` in
 /// each direction.
-pub async fn start(node: SocketAddr, delay: Duration) -> std::io::Result<Relay> {
+pub(crate) async fn start(node: SocketAddr, delay: Duration) -> std::io::Result<Relay> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let listen = listener.local_addr()?;
     let crossed = Arc::new(Crossed::default());

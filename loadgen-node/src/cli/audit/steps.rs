@@ -21,7 +21,7 @@ const NAME_ROUNDS: usize = 5;
 const HEAL_WAIT: Duration = Duration::from_secs(30);
 
 /// What every step needs.
-pub struct Context<'a> {
+pub(crate) struct Context<'a> {
     args: &'a AuditArgs,
     /// The run flags the audit was given, resolved.
     plan: RunPlan,
@@ -33,7 +33,7 @@ pub struct Context<'a> {
 
 impl<'a> Context<'a> {
     /// Writes the audit's user.conf and starts the relays' runtime.
-    pub fn new(args: &'a AuditArgs, audit_dir: &Path) -> Result<Context<'a>> {
+    pub(crate) fn new(args: &'a AuditArgs, audit_dir: &Path) -> Result<Context<'a>> {
         let user_conf = audit_dir.join("audit-user.conf");
         std::fs::write(&user_conf, USER_CONF)
             .with_context(|| format!("cannot write {}", user_conf.display()))?;
@@ -106,7 +106,7 @@ fn fail(step: &mut Step, e: impl std::fmt::Display) {
 }
 
 /// Step 1: every node's Name() round trip.
-pub fn name(ctx: &Context) -> Step {
+pub(crate) fn name(ctx: &Context) -> Step {
     let mut step = Step::new(
         "name",
         "the SUT's Name() is a live round trip to every node, aggregated into one \"Network SUT\" name of unique node names",
@@ -168,7 +168,7 @@ fn shell(command: &str, node: &NodeUrl) -> Result<()> {
 }
 
 /// Step 2: Name() fails while a node is cut off, and works once healed.
-pub fn partition(ctx: &Context) -> Step {
+pub(crate) fn partition(ctx: &Context) -> Step {
     let mut step = Step::new(
         "partition",
         "Name() cannot answer from anywhere but the nodes: with one node cut off the fabric it fails, healed it answers again",
@@ -234,7 +234,7 @@ fn varint(x: u64) -> u64 {
 /// docs/session-layer.md §6: gRPC bytes of a one-sample query of `n`
 /// bytes with a 7-byte response id and a 4-byte query id field, above
 /// the payload (the doc's worst case per sample).
-pub fn documented_grpc_overhead(n: u64) -> u64 {
+pub(crate) fn documented_grpc_overhead(n: u64) -> u64 {
     let sample = 1 + 7 + 1 + varint(n) + n;
     let query = 4 + 1 + varint(sample) + sample;
     let grpc = 5 + query;
@@ -250,7 +250,7 @@ pub fn documented_grpc_overhead(n: u64) -> u64 {
 }
 
 /// Step 3: bytes per sample on the wire.
-pub fn wire(ctx: &Context) -> Step {
+pub(crate) fn wire(ctx: &Context) -> Step {
     let mut step = Step::new(
         "wire",
         "every sample's bytes cross the fabric whole, with no more overhead than docs/session-layer.md documents",
@@ -324,7 +324,7 @@ fn median_latency_ms(run: &Path) -> Result<f64> {
 }
 
 /// Step 4: a delay on the fabric shows in the measured latency.
-pub fn delay(ctx: &Context) -> Step {
+pub(crate) fn delay(ctx: &Context) -> Step {
     let mut step = Step::new(
         "delay",
         "the network is inside the timed path: a delay added on the fabric raises the measured latency by that delay",
@@ -373,7 +373,7 @@ pub fn delay(ctx: &Context) -> Step {
 }
 
 /// Step 5: TEST04 with its official verification.
-pub fn test04(ctx: &Context) -> Step {
+pub(crate) fn test04(ctx: &Context) -> Step {
     let mut step = Step::new(
         "test04",
         "the SUT caches no query or response: a run that repeats one sample is no faster than a normal run",
@@ -437,7 +437,7 @@ pub fn test04(ctx: &Context) -> Step {
 }
 
 /// Step 6: where the runs' logs and reports are.
-pub fn report(ctx: &Context) -> Step {
+pub(crate) fn report(ctx: &Context) -> Step {
     let mut step = Step::new(
         "report",
         "what was measured can be looked at: the report (verdict, latency, nodes, Network-division checks) of every run above, beside its MLPerf logs and run record",

@@ -13,7 +13,7 @@ use super::logs::RunLogs;
 use super::plots::{Plot, PlotBody, Section};
 
 /// Escapes text for HTML content and attribute values.
-pub fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -74,7 +74,7 @@ fn ms(ns: f64) -> String {
 
 /// Renders the page; `svg_dir` is the folder name the plot files are in,
 /// relative to the page.
-pub fn render(logs: &RunLogs, plots: &[Plot], svg_dir: &str) -> String {
+pub(crate) fn render(logs: &RunLogs, plots: &[Plot], svg_dir: &str) -> String {
     let s = &logs.summary;
     let field = |k: &str| s.fields.get(k).cloned().unwrap_or_default();
     let mut out = String::new();

@@ -13,42 +13,42 @@ use serde::Deserialize;
 use serde_json::Value;
 
 /// The log files a run folder holds.
-pub const SUMMARY: &str = "mlperf_log_summary.txt";
+pub(crate) const SUMMARY: &str = "mlperf_log_summary.txt";
 /// The `:::MLLOG` detail log.
-pub const DETAIL: &str = "mlperf_log_detail.txt";
+pub(crate) const DETAIL: &str = "mlperf_log_detail.txt";
 /// The accuracy log.
-pub const ACCURACY: &str = "mlperf_log_accuracy.json";
+pub(crate) const ACCURACY: &str = "mlperf_log_accuracy.json";
 /// The Chrome trace.
-pub const TRACE: &str = "mlperf_log_trace.json";
+pub(crate) const TRACE: &str = "mlperf_log_trace.json";
 
 /// Everything the report is made from.
-pub struct RunLogs {
+pub(crate) struct RunLogs {
     /// The folder read.
-    pub dir: PathBuf,
-    pub summary: Summary,
-    pub detail: Detail,
+    pub(crate) dir: PathBuf,
+    pub(crate) summary: Summary,
+    pub(crate) detail: Detail,
     /// Responses in the accuracy log.
-    pub accuracy_entries: usize,
-    pub trace: Trace,
+    pub(crate) accuracy_entries: usize,
+    pub(crate) trace: Trace,
     /// `netdiv_run.json`, for network runs.
-    pub record: Option<RunRecord>,
+    pub(crate) record: Option<RunRecord>,
 }
 
 /// `mlperf_log_summary.txt`, as the official LoadGen lays it out.
 #[derive(Debug, Default)]
-pub struct Summary {
+pub(crate) struct Summary {
     /// `Result is :` — VALID or INVALID.
-    pub result: String,
+    pub(crate) result: String,
     /// Each `key : value` line, first occurrence.
-    pub fields: HashMap<String, String>,
+    pub(crate) fields: HashMap<String, String>,
     /// The headline metric (the line after `Mode`), as `(label, value)`.
-    pub headline: Option<(String, String)>,
+    pub(crate) headline: Option<(String, String)>,
     /// The constraint lines under the verdict: `(what, satisfied)`.
-    pub checks: Vec<(String, bool)>,
+    pub(crate) checks: Vec<(String, bool)>,
     /// The `Recommendations:` lines, joined per bullet.
-    pub recommendations: Vec<String>,
+    pub(crate) recommendations: Vec<String>,
     /// Each early-stopping block: its title and its text.
-    pub early_stopping: Vec<(String, String)>,
+    pub(crate) early_stopping: Vec<(String, String)>,
 }
 
 fn key_value(line: &str) -> Option<(String, String)> {
@@ -74,7 +74,7 @@ fn bullets<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<String> {
 
 impl Summary {
     /// Parses the summary's text; `path` names it in errors.
-    pub fn parse(text: &str, path: &Path) -> Result<Summary> {
+    pub(crate) fn parse(text: &str, path: &Path) -> Result<Summary> {
         let lines: Vec<&str> = text.lines().collect();
         let mut s = Summary::default();
         let result_at = lines
@@ -135,21 +135,21 @@ impl Summary {
     }
 
     /// The scenario line (`Server`, `Offline`, ...).
-    pub fn scenario(&self) -> &str {
+    pub(crate) fn scenario(&self) -> &str {
         self.fields.get("Scenario").map_or("", String::as_str)
     }
 }
 
 /// `mlperf_log_detail.txt`: each `:::MLLOG` entry's key and value.
 #[derive(Debug, Default)]
-pub struct Detail {
+pub(crate) struct Detail {
     entries: Vec<(String, Value)>,
 }
 
 impl Detail {
     /// Parses the detail log; a line that is not `:::MLLOG {json}` with a
     /// key is an error naming its line.
-    pub fn parse(text: &str, path: &Path) -> Result<Detail> {
+    pub(crate) fn parse(text: &str, path: &Path) -> Result<Detail> {
         let mut entries = Vec::new();
         for (i, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
@@ -173,17 +173,17 @@ impl Detail {
     }
 
     /// The first value of `key`.
-    pub fn value(&self, key: &str) -> Option<&Value> {
+    pub(crate) fn value(&self, key: &str) -> Option<&Value> {
         self.entries.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 
     /// The first value of `key` as a number.
-    pub fn number(&self, key: &str) -> Option<f64> {
+    pub(crate) fn number(&self, key: &str) -> Option<f64> {
         self.value(key).and_then(Value::as_f64)
     }
 
     /// Every value of `key`, as text (errors and warnings repeat).
-    pub fn texts(&self, key: &str) -> Vec<String> {
+    pub(crate) fn texts(&self, key: &str) -> Vec<String> {
         self.entries
             .iter()
             .filter(|(k, _)| k == key)
@@ -195,7 +195,7 @@ impl Detail {
     }
 
     /// `(percentile, value)` of every key `{prefix}{pct}{suffix}`, sorted.
-    pub fn percentiles(&self, prefix: &str, suffix: &str) -> Vec<(f64, f64)> {
+    pub(crate) fn percentiles(&self, prefix: &str, suffix: &str) -> Vec<(f64, f64)> {
         let mut out: Vec<(f64, f64)> = self
             .entries
             .iter()
@@ -212,22 +212,22 @@ impl Detail {
 
 /// One sample as the trace shows it; times in ns from the test's origin.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct TraceSample {
-    pub query_seq: u64,
+pub(crate) struct TraceSample {
+    pub(crate) query_seq: u64,
     /// When its query was scheduled.
-    pub scheduled_ns: f64,
+    pub(crate) scheduled_ns: f64,
     /// Scheduled until completed.
-    pub latency_ns: f64,
+    pub(crate) latency_ns: f64,
     /// Scheduled until its first token (token models).
-    pub first_token_ns: Option<f64>,
+    pub(crate) first_token_ns: Option<f64>,
 }
 
 /// The per-sample part of `mlperf_log_trace.json`.
 #[derive(Debug, Default)]
-pub struct Trace {
-    pub samples: Vec<TraceSample>,
+pub(crate) struct Trace {
+    pub(crate) samples: Vec<TraceSample>,
     /// Why there are no samples, when there are none.
-    pub missing: Option<String>,
+    pub(crate) missing: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -258,7 +258,7 @@ struct TraceArgs {
 
 impl Trace {
     /// Parses the trace; an empty file is a trace without samples.
-    pub fn parse(text: &str, path: &Path) -> Result<Trace> {
+    pub(crate) fn parse(text: &str, path: &Path) -> Result<Trace> {
         if text.trim().is_empty() {
             return Ok(Trace {
                 samples: Vec::new(),
@@ -344,7 +344,7 @@ fn accuracy_entries(text: &str, path: &Path) -> Result<usize> {
 }
 
 /// Reads and parses every log of the run in `dir`.
-pub fn read_run(dir: &Path) -> Result<RunLogs> {
+pub(crate) fn read_run(dir: &Path) -> Result<RunLogs> {
     let (text, path) = read(dir, SUMMARY)?;
     let summary = Summary::parse(&text, &path)?;
     let (text, path) = read(dir, DETAIL)?;

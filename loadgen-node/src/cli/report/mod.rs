@@ -6,9 +6,9 @@
 //! [`plots`], the page in [`html`]. `loadgen-node run` writes one after
 //! each run unless `--no-report`.
 
-pub mod html;
-pub mod logs;
-pub mod plots;
+pub(crate) mod html;
+pub(crate) mod logs;
+pub(crate) mod plots;
 
 use std::path::{Path, PathBuf};
 
@@ -17,12 +17,12 @@ use anyhow::{bail, Context, Result};
 use super::args::ReportArgs;
 
 /// The page's file name in the run folder.
-pub const FILE: &str = "netdiv_report.html";
+pub(crate) const FILE: &str = "netdiv_report.html";
 /// The folder the plots are written to, beside the page.
-pub const SVG_DIR: &str = "report";
+pub(crate) const SVG_DIR: &str = "report";
 
 /// Writes the report of the run in `dir`; returns the page's path.
-pub fn write(dir: &Path, page: Option<&Path>) -> Result<PathBuf> {
+pub(crate) fn write(dir: &Path, page: Option<&Path>) -> Result<PathBuf> {
     let logs = logs::read_run(dir)?;
     let plots = plots::all(&logs);
     let page = page.map_or_else(|| dir.join(FILE), Path::to_path_buf);
@@ -66,7 +66,7 @@ fn run_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// `loadgen-node report`.
-pub fn command(args: &ReportArgs) -> Result<()> {
+pub(crate) fn command(args: &ReportArgs) -> Result<()> {
     let dirs = run_dirs(&args.logdir)?;
     if args.output.is_some() && dirs.len() > 1 {
         bail!(
@@ -84,7 +84,7 @@ pub fn command(args: &ReportArgs) -> Result<()> {
 
 /// After a run: writes its report and prints where, one line. A report
 /// that cannot be written is a warning, not the run's failure.
-pub fn after_run(output: &Path) {
+pub(crate) fn after_run(output: &Path) {
     match write(output, None) {
         Ok(page) => println!("report: {}", page.display()),
         Err(e) => tracing::warn!("no report: {e:#}"),

@@ -10,25 +10,25 @@ use plotters::prelude::*;
 use super::logs::RunLogs;
 
 /// One figure of the report.
-pub struct Plot {
+pub(crate) struct Plot {
     /// File stem (`report/ID.svg`) and HTML id.
-    pub id: &'static str,
-    pub title: String,
+    pub(crate) id: &'static str,
+    pub(crate) title: String,
     /// What the report's section groups it under.
-    pub section: Section,
-    pub body: PlotBody,
+    pub(crate) section: Section,
+    pub(crate) body: PlotBody,
 }
 
 /// Where a plot goes in the report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Section {
+pub(crate) enum Section {
     Latency,
     Tokens,
     Network,
 }
 
 /// The plot, or why there is none.
-pub enum PlotBody {
+pub(crate) enum PlotBody {
     /// An SVG document and the number of data points drawn.
     Svg { svg: String, points: usize },
     /// Not drawn: why.
@@ -111,7 +111,7 @@ fn stride<T: Copy>(values: &[T]) -> impl Iterator<Item = T> + '_ {
 
 /// The value at percentile `p` (0..1) of sorted `values`, as the LoadGen
 /// picks it (the sample at index floor(n * p)).
-pub fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
     let i = ((sorted.len() as f64 * p) as usize).min(sorted.len().checked_sub(1)?);
     Some(sorted[i])
 }
@@ -321,7 +321,7 @@ fn lines(
 /// The latency percentile the scenario's verdict rests on (from the
 /// detail log: SingleStream 90th, MultiStream and Server 99th by
 /// default); Offline has none.
-pub fn target_percentile(logs: &RunLogs) -> Option<f64> {
+pub(crate) fn target_percentile(logs: &RunLogs) -> Option<f64> {
     if logs.summary.scenario() == "Offline" {
         return None;
     }
@@ -378,7 +378,7 @@ fn plot(id: &'static str, title: &str, section: Section, body: Result<PlotBody>)
 }
 
 /// Every plot the run's logs allow, and for the rest why not.
-pub fn all(logs: &RunLogs) -> Vec<Plot> {
+pub(crate) fn all(logs: &RunLogs) -> Vec<Plot> {
     let mut out = Vec::new();
     latency_plots(logs, &mut out);
     token_plots(logs, &mut out);

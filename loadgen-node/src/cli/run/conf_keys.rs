@@ -15,7 +15,7 @@ const SCENARIOS: [&str; 4] = ["SingleStream", "MultiStream", "Server", "Offline"
 /// One warning per line of `user` whose model part no model of `mlperf`
 /// carries, or whose scenario part is not a scenario, and per setting
 /// name that no LoadGen setting has.
-pub fn unmatched(user: &ConfigFile, mlperf: &ConfigFile) -> Vec<String> {
+pub(crate) fn unmatched(user: &ConfigFile, mlperf: &ConfigFile) -> Vec<String> {
     let models: Vec<&str> = mlperf.keys().map(|(_, key)| parts(key).0).collect();
     let mut lines: Vec<(usize, &str)> = user.keys().collect();
     lines.sort();

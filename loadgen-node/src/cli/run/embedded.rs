@@ -63,7 +63,7 @@ impl LocalNode {
             .with_context(|| format!("cannot start {}", program.display()))?;
         let ready = sut_node::ready::wait(&mut child, &ready_file, Duration::from_secs(20))
             .ok()
-            .and_then(|ready| ready["grpc"].as_str().map(str::to_string));
+            .and_then(|ready| ready.grpc.map(|a| a.to_string()));
         let mut node = LocalNode {
             child,
             url: "grpc://127.0.0.1:1".parse().expect("placeholder"),
@@ -175,7 +175,7 @@ const OWN: &[(&str, bool)] = &[
 ];
 
 /// Starts the local nodes, runs the test(s) through the QDL, stops them.
-pub fn run_default(plan: &RunPlan) -> Result<()> {
+pub(crate) fn run_default(plan: &RunPlan) -> Result<()> {
     let scenarios = plan.scenarios();
     let program = sut_node_program(plan)?;
     let dir = &plan.outputs.dir;

@@ -20,7 +20,7 @@ use super::record::RecordInputs;
 use crate::cli::args::Engine;
 
 /// A network test under the plan's engine.
-pub fn run_under_plan_engine(
+pub(crate) fn run_under_plan_engine(
     plan: &RunPlan,
     sut: &QdlSut,
     qsl: &StoreQsl,
@@ -182,7 +182,7 @@ fn start_progress(
 
 /// Runs one test under our engine, then prints the summary and where the
 /// logs are.
-pub fn run_test(
+pub(crate) fn run_test(
     plan: &RunPlan,
     sut: &dyn SystemUnderTest,
     qsl: &dyn QuerySampleLibrary,

@@ -230,7 +230,7 @@ impl Collector for RunCollector {
 
 /// The endpoint of one run; stops serving when dropped (after the
 /// linger time).
-pub struct RunMetrics {
+pub(crate) struct RunMetrics {
     finished: Arc<AtomicBool>,
     linger: Duration,
     stop: watch::Sender<bool>,
@@ -239,7 +239,7 @@ pub struct RunMetrics {
 
 impl RunMetrics {
     /// Serves the run's metrics on `listen` from a thread of its own.
-    pub fn start(
+    pub(crate) fn start(
         listen: SocketAddr,
         linger: Duration,
         network: &qdl::NetworkSut,
@@ -285,7 +285,7 @@ impl RunMetrics {
     }
 
     /// The run has ended: the counts are final.
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         self.finished.store(true, Ordering::Release);
     }
 }

@@ -10,15 +10,15 @@
 //! * [`embedded`]: the embedded default (two local sut-nodes);
 //! * [`submission_mode`]: the rules a submission run keeps.
 
-pub mod conf_keys;
-pub mod embedded;
-pub mod engines;
-pub mod metrics;
-pub mod network;
-pub mod plan;
-pub mod progress;
-pub mod record;
-pub mod submission_mode;
+pub(crate) mod conf_keys;
+pub(crate) mod embedded;
+pub(crate) mod engines;
+pub(crate) mod metrics;
+pub(crate) mod network;
+pub(crate) mod plan;
+pub(crate) mod progress;
+pub(crate) mod record;
+pub(crate) mod submission_mode;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -33,7 +33,7 @@ use plan::{RunPlan, Target};
 
 /// Runs what the flags ask for: the embedded default without a SUT, else
 /// one test against `--sut` or the `--sut-node`s.
-pub fn command(args: &RunArgs) -> Result<()> {
+pub(crate) fn command(args: &RunArgs) -> Result<()> {
     let plan = RunPlan::from_args(args)?;
     for warning in plan.conf_warnings()? {
         tracing::warn!("{warning}");
@@ -62,7 +62,7 @@ pub fn command(args: &RunArgs) -> Result<()> {
 
 /// The run's report beside its logs, if it wrote a summary (a run that
 /// failed late still gets one: its logs say why).
-pub fn report_after(plan: &RunPlan, output: &Path) {
+pub(crate) fn report_after(plan: &RunPlan, output: &Path) {
     if plan.outputs.report && output.join(super::report::logs::SUMMARY).is_file() {
         super::report::after_run(output);
     }

@@ -19,7 +19,7 @@ use super::record::RecordInputs;
 /// Runs `scenario` through the QDL to `nodes`, its logs in `output`;
 /// `embedded_conf` is the embedded default's user.conf when no file is
 /// given.
-pub fn run(
+pub(crate) fn run(
     plan: &RunPlan,
     scenario: Scenario,
     nodes: Vec<NodeUrl>,

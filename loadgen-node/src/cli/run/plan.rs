@@ -32,7 +32,7 @@ use crate::cli::args::{Engine, NetworkArgs, RunArgs, ScenarioArg, SutKind};
 
 /// What a run drives.
 #[derive(Debug)]
-pub enum Target {
+pub(crate) enum Target {
     /// No SUT flags: two local sut-nodes this program starts.
     Embedded {
         /// The sut-node program to start, if given.
@@ -62,98 +62,98 @@ pub enum Target {
 
 /// The config files a test's settings come from.
 #[derive(Debug)]
-pub struct ConfigFiles {
+pub(crate) struct ConfigFiles {
     /// Replaces the round's embedded mlperf.conf.
-    pub mlperf: Option<PathBuf>,
+    pub(crate) mlperf: Option<PathBuf>,
     /// Applied after mlperf.conf.
-    pub user: Option<PathBuf>,
+    pub(crate) user: Option<PathBuf>,
     /// Compliance-test overrides.
-    pub audit: Option<PathBuf>,
+    pub(crate) audit: Option<PathBuf>,
     /// `--mode`, over the config files' `mode`.
-    pub mode: Option<TestMode>,
+    pub(crate) mode: Option<TestMode>,
 }
 
 /// Where samples come from and how many there are.
 #[derive(Debug)]
-pub struct SamplesPlan {
+pub(crate) struct SamplesPlan {
     /// A folder of `.npy` files, else synthetic data.
-    pub data_dir: Option<PathBuf>,
+    pub(crate) data_dir: Option<PathBuf>,
     /// Synthetic data's seed, shape and element type.
-    pub seed: u64,
-    pub shape: Option<Vec<usize>>,
-    pub dtype: Option<DType>,
+    pub(crate) seed: u64,
+    pub(crate) shape: Option<Vec<usize>>,
+    pub(crate) dtype: Option<DType>,
     /// The codec samples are stored and sent in.
-    pub codec: Codec,
+    pub(crate) codec: Codec,
     /// `--npy-int64-as-int32`: int64 `.npy` prompts are sent as int32.
-    pub int64_as_int32: bool,
+    pub(crate) int64_as_int32: bool,
     /// `--total-sample-count` and `--performance-sample-count`.
-    pub total: Option<usize>,
-    pub performance: Option<usize>,
+    pub(crate) total: Option<usize>,
+    pub(crate) performance: Option<usize>,
 }
 
 /// A run's Prometheus endpoint.
 #[derive(Clone, Copy, Debug)]
-pub struct MetricsPlan {
-    pub listen: std::net::SocketAddr,
+pub(crate) struct MetricsPlan {
+    pub(crate) listen: std::net::SocketAddr,
     /// How long the final metrics stay up after the run.
-    pub linger: Duration,
+    pub(crate) linger: Duration,
 }
 
 /// What a run writes and shows.
 #[derive(Debug)]
-pub struct Outputs {
+pub(crate) struct Outputs {
     /// The MLPerf logs' folder.
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// Every issued QSL index, one per line.
-    pub record_issued: Option<PathBuf>,
+    pub(crate) record_issued: Option<PathBuf>,
     /// Whether the trace log is written.
-    pub trace: bool,
+    pub(crate) trace: bool,
     /// Whether the HTML report is written after the run.
-    pub report: bool,
+    pub(crate) report: bool,
     /// Live progress, and how often a line is logged without a bar.
-    pub progress: ProgressMode,
-    pub progress_interval: Duration,
-    pub metrics: Option<MetricsPlan>,
+    pub(crate) progress: ProgressMode,
+    pub(crate) progress_interval: Duration,
+    pub(crate) metrics: Option<MetricsPlan>,
 }
 
 /// A `run`, resolved.
 #[derive(Debug)]
-pub struct RunPlan {
+pub(crate) struct RunPlan {
     /// The round: `--round`, else the current one.
-    pub round: Round,
+    pub(crate) round: Round,
     /// `--round` was given: the benchmark and each scenario must be in its
     /// Datacenter suite.
-    pub round_given: bool,
+    pub(crate) round_given: bool,
     /// Which LoadGen runs the test.
-    pub engine: Engine,
+    pub(crate) engine: Engine,
     /// The rules of a submission run apply.
-    pub submission_mode: bool,
+    pub(crate) submission_mode: bool,
     /// Submission mode's refusals become a rehearsal's marks.
-    pub rehearsal: bool,
-    pub target: Target,
+    pub(crate) rehearsal: bool,
+    pub(crate) target: Target,
     /// `--scenario`, if given.
-    pub scenario: Option<ScenarioArg>,
+    pub(crate) scenario: Option<ScenarioArg>,
     /// The benchmark (its interactive variant for `--scenario
     /// Interactive`).
-    pub benchmark: Benchmark,
+    pub(crate) benchmark: Benchmark,
     /// The model config lines are looked up for.
-    pub model: String,
+    pub(crate) model: String,
     /// The name an in-process SUT reports.
-    pub sut_name: String,
-    pub configs: ConfigFiles,
-    pub samples: SamplesPlan,
-    pub outputs: Outputs,
+    pub(crate) sut_name: String,
+    pub(crate) configs: ConfigFiles,
+    pub(crate) samples: SamplesPlan,
+    pub(crate) outputs: Outputs,
     /// The QDL's configuration, less the nodes and the per-scenario I/O
     /// threads.
-    pub qdl: QdlPlan,
-    pub uniform_int: UniformIntVariant,
+    pub(crate) qdl: QdlPlan,
+    pub(crate) uniform_int: UniformIntVariant,
     /// The CPU wake-up latency bound to hold while the run lasts (µs).
-    pub cpu_latency_us: Option<u32>,
+    pub(crate) cpu_latency_us: Option<u32>,
 }
 
 impl RunPlan {
     /// The plan of `run ARGS`; every flag problem is found here.
-    pub fn from_args(args: &RunArgs) -> Result<RunPlan> {
+    pub(crate) fn from_args(args: &RunArgs) -> Result<RunPlan> {
         let target = target(args)?;
         let benchmark = benchmark_for(args)?;
         let model = args
@@ -209,7 +209,7 @@ impl RunPlan {
 
     /// What a submission run refuses of a plan: settings other than the
     /// round's official ones, and a SUT that is not sut-nodes.
-    pub fn check_submission_mode(&self) -> Result<()> {
+    pub(crate) fn check_submission_mode(&self) -> Result<()> {
         if self.configs.mlperf.is_some() {
             bail!(
                 "submission mode: --mlperf-conf is refused; a submission runs with the official \
@@ -255,7 +255,7 @@ impl RunPlan {
 
     /// The scenarios to run: the one `--scenario` names, else (the
     /// embedded default) Offline then Server.
-    pub fn scenarios(&self) -> Vec<Scenario> {
+    pub(crate) fn scenarios(&self) -> Vec<Scenario> {
         match self.scenario {
             Some(s) => vec![s.scenario],
             None => vec![Scenario::Offline, Scenario::Server],
@@ -285,7 +285,7 @@ impl RunPlan {
 
     /// The scenario as the rules name it (Interactive for an interactive
     /// run).
-    pub fn scenario_name(&self, scenario: Scenario) -> String {
+    pub(crate) fn scenario_name(&self, scenario: Scenario) -> String {
         match self.scenario {
             Some(s) if s.interactive => "Interactive".into(),
             _ => scenario.name().into(),
@@ -294,7 +294,7 @@ impl RunPlan {
 
     /// mlperf.conf (embedded or replaced), then user.conf (or, for the
     /// embedded default, its own short-run settings), then `--mode`.
-    pub fn settings(
+    pub(crate) fn settings(
         &self,
         scenario: Scenario,
         embedded_user_conf: Option<&str>,
@@ -335,7 +335,7 @@ impl RunPlan {
 
     /// The lines of user.conf (and setting names of mlperf.conf) the
     /// LoadGen would skip without a word ([`super::conf_keys`]).
-    pub fn conf_warnings(&self) -> Result<Vec<String>> {
+    pub(crate) fn conf_warnings(&self) -> Result<Vec<String>> {
         let mlperf = self.mlperf_conf()?;
         let mut warnings: Vec<String> = mlperf
             .unknown_keys
@@ -351,7 +351,7 @@ impl RunPlan {
 
     /// Total and performance sample counts: the flags, else the data
     /// folder's size (`files`), else the benchmark's.
-    pub fn counts(&self, files: Option<usize>) -> Result<(usize, usize)> {
+    pub(crate) fn counts(&self, files: Option<usize>) -> Result<(usize, usize)> {
         let spec = self.benchmark.spec();
         let total = self
             .samples
@@ -380,7 +380,7 @@ impl RunPlan {
     }
 
     /// The sample store the plan describes, as a QSL.
-    pub fn qsl(&self) -> Result<StoreQsl> {
+    pub(crate) fn qsl(&self) -> Result<StoreQsl> {
         let source = match &self.samples.data_dir {
             Some(path) => self.dataset(path)?,
             // LLMs: unpadded prompts of the data set's lengths, unless a
@@ -439,7 +439,11 @@ impl RunPlan {
     }
 
     /// The QDL's configuration for `nodes` in `scenario`.
-    pub fn qdl_config(&self, nodes: Vec<NodeUrl>, scenario: Scenario) -> Result<qdl::QdlConfig> {
+    pub(crate) fn qdl_config(
+        &self,
+        nodes: Vec<NodeUrl>,
+        scenario: Scenario,
+    ) -> Result<qdl::QdlConfig> {
         let mut config = self.qdl.config(nodes, &self.benchmark)?;
         config.no_failover = self.submission_mode;
         config.io_threads = self.qdl.io_threads_for(scenario);
@@ -447,7 +451,7 @@ impl RunPlan {
     }
 
     /// The engine's options for a test of this plan.
-    pub fn engine_options(&self) -> EngineOptions {
+    pub(crate) fn engine_options(&self) -> EngineOptions {
         EngineOptions {
             uniform_int: self.uniform_int,
             audit_config: self.configs.audit.clone(),
@@ -458,7 +462,7 @@ impl RunPlan {
 
     /// A sut-node core with `backend` and `batching` in this process,
     /// driven through the QDL's local link on the store's samples.
-    pub fn in_process_node(
+    pub(crate) fn in_process_node(
         &self,
         backend: &BackendConfig,
         batching: BatchPolicy,
@@ -605,7 +609,7 @@ fn parse_known(name: &str) -> Benchmark {
 /// The QDL's side of the plan: everything from the network flags but the
 /// nodes.
 #[derive(Clone, Debug)]
-pub struct QdlPlan {
+pub(crate) struct QdlPlan {
     /// The configuration without nodes (limits follow the benchmark).
     base: qdl::QdlConfig,
     /// `--dispatch`, if given (else the benchmark's default).
@@ -624,7 +628,7 @@ const LATENCY_IO_THREADS: usize = 1;
 
 impl QdlPlan {
     /// The QDL's side of the network flags.
-    pub fn from_args(n: &NetworkArgs) -> Result<QdlPlan> {
+    pub(crate) fn from_args(n: &NetworkArgs) -> Result<QdlPlan> {
         let tls = match (&n.dev_tls, &n.tls_ca) {
             (Some(dir), _) => Some(qdl::tls::ClientTls::dev(dir)),
             (None, Some(ca)) => Some(qdl::tls::ClientTls {
@@ -661,7 +665,11 @@ impl QdlPlan {
     /// The configuration for `nodes` (each name expanded to its addresses
     /// with `--expand-dns`), its message and window limits following
     /// `benchmark`'s largest sample.
-    pub fn config(&self, nodes: Vec<NodeUrl>, benchmark: &Benchmark) -> Result<qdl::QdlConfig> {
+    pub(crate) fn config(
+        &self,
+        nodes: Vec<NodeUrl>,
+        benchmark: &Benchmark,
+    ) -> Result<qdl::QdlConfig> {
         let nodes = if self.expand_dns {
             let mut expanded = Vec::new();
             for url in &nodes {
@@ -705,7 +713,7 @@ impl QdlPlan {
 
     /// The I/O threads for `scenario`: `--io-threads`, else one for
     /// SingleStream and MultiStream and the default for the others.
-    pub fn io_threads_for(&self, scenario: Scenario) -> usize {
+    pub(crate) fn io_threads_for(&self, scenario: Scenario) -> usize {
         self.io_threads.unwrap_or(match scenario {
             Scenario::SingleStream | Scenario::MultiStream => LATENCY_IO_THREADS,
             Scenario::Server | Scenario::Offline => qdl::defaults::IO_THREADS,

@@ -16,7 +16,7 @@ use qdl::network::NetworkObserver;
 
 /// How progress is shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum ProgressMode {
+pub(crate) enum ProgressMode {
     /// A bar when stderr is a terminal (and CI is not set), else lines.
     Auto,
     /// A bar (lines when stderr is not a terminal).
@@ -49,11 +49,11 @@ impl ProgressMode {
 }
 
 /// The nodes of a network run, for samples in flight per node.
-pub struct NodeView {
+pub(crate) struct NodeView {
     /// Reads the QDL's counters.
-    pub observer: NetworkObserver,
+    pub(crate) observer: NetworkObserver,
     /// Each node's name, in node order.
-    pub names: Vec<String>,
+    pub(crate) names: Vec<String>,
 }
 
 impl NodeView {
@@ -81,7 +81,7 @@ impl NodeView {
 
 /// Shows progress from its own thread; stops (and clears a bar) when
 /// dropped.
-pub struct ProgressLine {
+pub(crate) struct ProgressLine {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -141,7 +141,7 @@ fn bar(label: &str, min_duration: Duration) -> ProgressBar {
 impl ProgressLine {
     /// Starts showing progress (a bar after a short delay, so short runs
     /// draw nothing; lines every `interval`).
-    pub fn start(
+    pub(crate) fn start(
         mode: ProgressMode,
         interval: Duration,
         label: String,

@@ -126,21 +126,21 @@ fn node_records(network: &qdl::NetworkSut) -> Vec<NodeRecord> {
 }
 
 /// What a network run's record is built from.
-pub struct RecordInputs<'a> {
-    pub plan: &'a RunPlan,
-    pub network: &'a qdl::NetworkSut,
-    pub store: &'a qdl::samples::SampleStore,
+pub(crate) struct RecordInputs<'a> {
+    pub(crate) plan: &'a RunPlan,
+    pub(crate) network: &'a qdl::NetworkSut,
+    pub(crate) store: &'a qdl::samples::SampleStore,
     /// The scenario as the rules name it.
-    pub scenario: &'a str,
+    pub(crate) scenario: &'a str,
     /// The run's log folder.
-    pub output: &'a Path,
+    pub(crate) output: &'a Path,
     /// Rules this run broke that `--rehearsal` let it go on with.
-    pub rehearsal_reasons: &'a [String],
+    pub(crate) rehearsal_reasons: &'a [String],
 }
 
 /// The record of a network run that wrote its logs into `output`;
 /// `failure` is the error that ended it, if one did.
-pub fn build(inputs: &RecordInputs<'_>, failure: Option<String>) -> RunRecord {
+pub(crate) fn build(inputs: &RecordInputs<'_>, failure: Option<String>) -> RunRecord {
     let RecordInputs {
         plan,
         network,
@@ -226,7 +226,7 @@ pub fn build(inputs: &RecordInputs<'_>, failure: Option<String>) -> RunRecord {
 
 /// Writes the record of a network run into its output folder; returns its
 /// path and a one-line bandwidth summary.
-pub fn write(
+pub(crate) fn write(
     inputs: &RecordInputs<'_>,
     failure: Option<String>,
 ) -> Result<(PathBuf, Option<String>)> {

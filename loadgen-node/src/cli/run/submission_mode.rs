@@ -28,7 +28,7 @@ fn local_address(ip: IpAddr) -> Option<&'static str> {
 /// reason with its evidence: an address that is not routable, or a node
 /// on this LoadGen node's own host and network stack (`own_host_id`), or
 /// on its machine (the identities `own` shares with the node's).
-pub fn check_nodes(
+pub(crate) fn check_nodes(
     urls: &[NodeUrl],
     infos: &[pb::NodeInfo],
     own_host_id: &str,

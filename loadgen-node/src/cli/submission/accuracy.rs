@@ -14,7 +14,7 @@ use super::scorer::{self, sha256_file};
 
 /// How accuracy.txt is made.
 #[derive(Debug)]
-pub enum AccuracySource {
+pub(crate) enum AccuracySource {
     /// `--accuracy-script`: a shell command with `{log}` (and
     /// `{scenario}`).
     Script(String),
@@ -29,7 +29,7 @@ pub enum AccuracySource {
 impl AccuracySource {
     /// From the flags, for `scenarios`; refused before any run when it
     /// cannot give every scenario an accuracy.txt of its own log.
-    pub fn from_flags(
+    pub(crate) fn from_flags(
         script: Option<&str>,
         given: &[String],
         scenarios: &[String],
@@ -66,7 +66,7 @@ impl AccuracySource {
 
     /// accuracy.txt's text for `scenario`'s accuracy log `log`, and a
     /// line saying where it came from.
-    pub fn accuracy_txt(
+    pub(crate) fn accuracy_txt(
         &self,
         scenario: &str,
         log: &Path,

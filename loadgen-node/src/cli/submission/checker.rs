@@ -18,7 +18,7 @@ const NEEDED: &[&str] = &[
 
 /// Checks that `dir` is a mlcommons/inference checkout with the checker
 /// and the compliance tests.
-pub fn check_checkout(dir: &Path) -> Result<()> {
+pub(crate) fn check_checkout(dir: &Path) -> Result<()> {
     if !dir.is_dir() {
         bail!(
             "{} is not a folder: name a mlcommons/inference checkout (--inference DIR or \
@@ -43,7 +43,7 @@ pub fn check_checkout(dir: &Path) -> Result<()> {
 
 /// The `audit.config` of compliance test `test` for the checker's `model`:
 /// TEST01 has one per benchmark folder, the others one for all.
-pub fn audit_config(inference: &Path, test: &str, model: &str) -> Result<PathBuf> {
+pub(crate) fn audit_config(inference: &Path, test: &str, model: &str) -> Result<PathBuf> {
     let test_dir = inference.join("compliance").join(test);
     // The folders use the reference names: resnet50, 3d-unet, gpt-j, ...
     let base = strip_target(model);
@@ -91,7 +91,7 @@ fn strip_target(model: &str) -> &str {
 /// The official `truncate_accuracy_log.py` on the tree: each accuracy
 /// log cut to the size the checker takes, with the full log's hash added
 /// to accuracy.txt; the full logs are kept in `backup`.
-pub fn truncate_accuracy_logs(
+pub(crate) fn truncate_accuracy_logs(
     inference: &Path,
     root: &Path,
     submitter: &str,
@@ -129,25 +129,25 @@ pub fn truncate_accuracy_logs(
 }
 
 /// The checker's verdict on a tree.
-pub struct Verdict {
+pub(crate) struct Verdict {
     /// Its exit status was success and it said the submission looks OK.
-    pub looks_ok: bool,
+    pub(crate) looks_ok: bool,
     /// Its ERROR lines, grouped: normalised message -> (count, one example).
-    pub errors: BTreeMap<String, (usize, String)>,
+    pub(crate) errors: BTreeMap<String, (usize, String)>,
     /// Its WARNING lines, grouped likewise.
-    pub warnings: BTreeMap<String, (usize, String)>,
+    pub(crate) warnings: BTreeMap<String, (usize, String)>,
     /// Where its whole output was written.
-    pub log: PathBuf,
+    pub(crate) log: PathBuf,
 }
 
 impl Verdict {
     /// No errors.
-    pub fn passed(&self) -> bool {
+    pub(crate) fn passed(&self) -> bool {
         self.looks_ok && self.errors.is_empty()
     }
 
     /// The verdict and the errors grouped, for a terminal.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut out = format!(
             "Official submission checker: {} ({} error(s) in {} kind(s), {} warning(s); full \
              output: {})\n",
@@ -169,7 +169,7 @@ impl Verdict {
 }
 
 /// A message with its paths and numbers-in-paths made comparable.
-pub fn normalise(message: &str) -> String {
+pub(crate) fn normalise(message: &str) -> String {
     message
         .split_whitespace()
         .map(|word| if word.contains('/') { "<path>" } else { word })
@@ -204,7 +204,7 @@ fn group(output: &str, level: &str) -> BTreeMap<String, (usize, String)> {
 }
 
 /// The checker's verdict on the tree `args` name.
-pub fn verdict_of(args: &crate::cli::args::CheckArgs) -> Result<Verdict> {
+pub(crate) fn verdict_of(args: &crate::cli::args::CheckArgs) -> Result<Verdict> {
     let inference = args.inference.clone().ok_or_else(|| {
         anyhow::anyhow!(
             "name a mlcommons/inference checkout: --inference DIR or NETDIV_INFERENCE_REPO=DIR"
@@ -221,7 +221,7 @@ pub fn verdict_of(args: &crate::cli::args::CheckArgs) -> Result<Verdict> {
 }
 
 /// `loadgen-node check`: the checker's verdict on a tree.
-pub fn command(args: &crate::cli::args::CheckArgs) -> Result<()> {
+pub(crate) fn command(args: &crate::cli::args::CheckArgs) -> Result<()> {
     let verdict = verdict_of(args)?;
     print!("{}", verdict.render());
     if !verdict.passed() {
@@ -231,7 +231,7 @@ pub fn command(args: &crate::cli::args::CheckArgs) -> Result<()> {
 }
 
 /// Runs the checker of `inference` on the tree under `root` for `round`.
-pub fn run(
+pub(crate) fn run(
     inference: &Path,
     root: &Path,
     round: Round,

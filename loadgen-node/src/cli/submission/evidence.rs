@@ -22,7 +22,7 @@ const QDL_SOURCE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/qdl-source.t
 const SESSION_LAYER: &str = include_str!("../../../../docs/session-layer.md");
 
 /// The banner a rehearsal tree's every README starts with.
-pub fn rehearsal_banner(reasons: &[String]) -> String {
+pub(crate) fn rehearsal_banner(reasons: &[String]) -> String {
     let mut text = String::from(
         "> **REHEARSAL — NOT A RESULT.** This tree breaks Network-division rules netdiv \
          checks, or holds results that did (netdiv's `submission` says why):\n",
@@ -36,7 +36,7 @@ pub fn rehearsal_banner(reasons: &[String]) -> String {
 
 /// `documentation/`: the QDL source, the session-layer documentation, the
 /// diagram, the nodes, the compression approval, and a README naming them.
-pub fn write_documentation(
+pub(crate) fn write_documentation(
     tree: &Tree,
     diagram: Option<&Path>,
     nodes: &[(String, pb::NodeInfo)],
@@ -165,7 +165,7 @@ fn write_bytes(path: &Path, data: &[u8]) -> Result<()> {
 /// in the system JSON (where a results table takes names from) and in
 /// `nodes.json`, the banner at the top of every README of the submitter's
 /// tree, and every run record inside it saying so.
-pub fn mark_rehearsal(tree: &Tree, reasons: &[String]) -> Result<()> {
+pub(crate) fn mark_rehearsal(tree: &Tree, reasons: &[String]) -> Result<()> {
     let nodes = tree.documentation_dir().join("nodes.json");
     if nodes.is_file() {
         let mut value: Value = serde_json::from_str(

@@ -18,19 +18,19 @@
 //! ([`fingerprint`]), so an interrupted submission resumes where it
 //! stopped, and `--fresh` starts a benchmark or a scenario over.
 
-pub mod accuracy;
-pub mod checker;
-pub mod evidence;
-pub mod fingerprint;
-pub mod pack;
-pub mod preflight;
-pub mod rehearsal;
-pub mod rules;
-pub mod runs;
-pub mod scorer;
-pub mod system;
-pub mod tree;
-pub mod trial;
+pub(crate) mod accuracy;
+pub(crate) mod checker;
+pub(crate) mod evidence;
+pub(crate) mod fingerprint;
+pub(crate) mod pack;
+pub(crate) mod preflight;
+pub(crate) mod rehearsal;
+pub(crate) mod rules;
+pub(crate) mod runs;
+pub(crate) mod scorer;
+pub(crate) mod system;
+pub(crate) mod tree;
+pub(crate) mod trial;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -128,7 +128,7 @@ fn setup(args: &SubmissionArgs) -> Result<(RunPlan, Scope)> {
 }
 
 /// Runs the whole submission.
-pub fn command(args: &SubmissionArgs) -> Result<()> {
+pub(crate) fn command(args: &SubmissionArgs) -> Result<()> {
     if !cfg!(feature = "official") {
         bail!(
             "a submission's results must come from the official LoadGen, and this loadgen-node \
@@ -215,7 +215,7 @@ pub fn command(args: &SubmissionArgs) -> Result<()> {
 /// `loadgen-node preflight`: the submission's checks alone, one line per
 /// check, failing on any that would make the submission refuse or the
 /// checker reject it.
-pub fn preflight_command(args: &SubmissionArgs) -> Result<()> {
+pub(crate) fn preflight_command(args: &SubmissionArgs) -> Result<()> {
     let (plan, scope) = setup(args)?;
     let scenario_set =
         preflight::check_scenario_set(scope.entry, scope.round.name(), &scope.scenarios, &[]);

@@ -16,7 +16,7 @@ use super::{checker, rehearsal};
 use crate::cli::args::PackArgs;
 
 /// `loadgen-node pack`.
-pub fn command(args: &PackArgs) -> Result<()> {
+pub(crate) fn command(args: &PackArgs) -> Result<()> {
     let check = &args.check;
     let tree = check.input.join("network").join(&check.submitter);
     if !tree.is_dir() {
@@ -51,7 +51,7 @@ pub fn command(args: &PackArgs) -> Result<()> {
 /// Writes `network/SUBMITTER` of `root` as a gzip'd tar to `archive`
 /// (entries in name order, so the same tree packs the same way) and its
 /// sha256 beside it; the hash.
-pub fn write_archive(root: &Path, submitter: &str, archive: &Path) -> Result<String> {
+pub(crate) fn write_archive(root: &Path, submitter: &str, archive: &Path) -> Result<String> {
     let file = std::fs::File::create(archive)
         .with_context(|| format!("cannot create {}", archive.display()))?;
     let gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());

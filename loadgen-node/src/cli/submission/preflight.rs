@@ -18,24 +18,24 @@ use crate::cli::data_path;
 use crate::cli::run::plan::RunPlan;
 
 /// What the checks found.
-pub struct Preflight {
+pub(crate) struct Preflight {
     /// Each node's address and Info, in order.
-    pub nodes: Vec<(String, pb::NodeInfo)>,
+    pub(crate) nodes: Vec<(String, pb::NodeInfo)>,
     /// Rules the submission would break: refused unless a rehearsal.
-    pub findings: Vec<Finding>,
+    pub(crate) findings: Vec<Finding>,
     /// What no run can get past (a node serving another benchmark, a
     /// data set that does not load): refused, rehearsal or not.
-    pub errors: Vec<String>,
+    pub(crate) errors: Vec<String>,
     /// Settings worth a second look (not refusals).
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
     /// What was checked and held, with what shows it, for the report.
-    pub held: Vec<String>,
+    pub(crate) held: Vec<String>,
 }
 
 impl Preflight {
     /// One line per check: `ok`, `FAIL` (an error or a rule broken) or
     /// `warn`, every rule of [`rules::ALL`] named whether it held or not.
-    pub fn lines(&self) -> Vec<String> {
+    pub(crate) fn lines(&self) -> Vec<String> {
         let mut lines: Vec<String> = self.held.iter().map(|h| format!("ok    {h}")).collect();
         lines.extend(self.errors.iter().map(|e| format!("FAIL  {e}")));
         for rule in rules::ALL {
@@ -69,7 +69,7 @@ fn loadgen_scenario(name: &str) -> Scenario {
 /// benchmark: every required scenario, and one of Server or Interactive
 /// where the round wants one, among `scenarios` and those the tree
 /// already holds (`done`).
-pub fn check_scenario_set(
+pub(crate) fn check_scenario_set(
     entry: &SuiteEntry,
     round: &str,
     scenarios: &[String],
@@ -91,21 +91,21 @@ pub fn check_scenario_set(
 }
 
 /// What the checks read besides the plan.
-pub struct Inputs<'a> {
-    pub entry: &'a SuiteEntry,
-    pub scenarios: &'a [String],
+pub(crate) struct Inputs<'a> {
+    pub(crate) entry: &'a SuiteEntry,
+    pub(crate) scenarios: &'a [String],
     /// The system description's fields a person wrote.
-    pub system: &'a Map<String, Value>,
-    pub compression_approved: Option<&'a str>,
+    pub(crate) system: &'a Map<String, Value>,
+    pub(crate) compression_approved: Option<&'a str>,
     /// `--attest-virtual-machines`.
-    pub attested_virtual_machines: Option<&'a str>,
+    pub(crate) attested_virtual_machines: Option<&'a str>,
     /// `--attest-remote-engine`.
-    pub attested_remote_engine: Option<&'a str>,
-    pub diagram: Option<&'a Path>,
+    pub(crate) attested_remote_engine: Option<&'a str>,
+    pub(crate) diagram: Option<&'a Path>,
 }
 
 /// Everything `submission` checks before its first run.
-pub fn run(plan: &RunPlan, inputs: &Inputs<'_>) -> Result<Preflight> {
+pub(crate) fn run(plan: &RunPlan, inputs: &Inputs<'_>) -> Result<Preflight> {
     let urls: Vec<NodeUrl> = match &plan.target {
         crate::cli::run::plan::Target::Network { nodes } => nodes.clone(),
         _ => bail!("submission needs the sut-nodes: --sut-node URL (repeat for each)"),

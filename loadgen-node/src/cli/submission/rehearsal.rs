@@ -14,27 +14,27 @@ use loadgen_node::run_record::{RunRecord, FILE as RECORD_FILE};
 use serde_json::Value;
 
 /// How a rehearsal banner starts (evidence.rs writes it).
-pub const BANNER_START: &str = "> **REHEARSAL";
+pub(crate) const BANNER_START: &str = "> **REHEARSAL";
 
 /// The line a precomputed accuracy score carries (accuracy.rs writes it).
-pub const PRECOMPUTED_MARK: &str = "netdiv: REHEARSAL: precomputed";
+pub(crate) const PRECOMPUTED_MARK: &str = "netdiv: REHEARSAL: precomputed";
 
 /// The key of the reasons in the system and nodes descriptions.
-pub const REASONS_KEY: &str = "netdiv_rehearsal";
+pub(crate) const REASONS_KEY: &str = "netdiv_rehearsal";
 
 /// One place that says rehearsal, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mark {
+pub(crate) struct Mark {
     /// The file that says it.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// Its reason (or what kind of mark it is, where it gives none).
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 /// Every rehearsal mark in the files under `dir` (none when it does not
 /// exist); a record or description that cannot be read is an error, not
 /// a clean file.
-pub fn marks_under(dir: &Path) -> Result<Vec<Mark>> {
+pub(crate) fn marks_under(dir: &Path) -> Result<Vec<Mark>> {
     let mut marks = Vec::new();
     if dir.is_dir() {
         walk(dir, &mut marks)?;
@@ -120,7 +120,7 @@ fn read(path: &Path) -> Result<String> {
 /// The marks as lines, one per file (its first reason, and how many
 /// more it gives), the system's descriptions first, each path relative to
 /// `base`; at most `limit` files (and a count of the rest).
-pub fn describe(marks: &[Mark], base: &Path, limit: usize) -> Vec<String> {
+pub(crate) fn describe(marks: &[Mark], base: &Path, limit: usize) -> Vec<String> {
     let mut files: Vec<(&Path, &str, usize)> = Vec::new();
     for mark in marks {
         match files.iter_mut().find(|(p, _, _)| *p == mark.path) {
@@ -152,7 +152,7 @@ pub fn describe(marks: &[Mark], base: &Path, limit: usize) -> Vec<String> {
 
 /// The distinct reasons of the marks, each with the first file that gives
 /// it, leaving out those already in `known`.
-pub fn carried_reasons(marks: &[Mark], base: &Path, known: &[String]) -> Vec<String> {
+pub(crate) fn carried_reasons(marks: &[Mark], base: &Path, known: &[String]) -> Vec<String> {
     let mut seen: BTreeSet<&str> = known.iter().map(String::as_str).collect();
     let mut reasons = Vec::new();
     for mark in marks {

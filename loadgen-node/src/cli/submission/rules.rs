@@ -18,11 +18,11 @@ use sut_node::nic::{shared_identities, Link};
 
 /// A rule a submission would break, and what shows it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Finding {
+pub(crate) struct Finding {
     /// The rule, short.
-    pub rule: &'static str,
+    pub(crate) rule: &'static str,
     /// What was measured or read that breaks it.
-    pub evidence: String,
+    pub(crate) evidence: String,
 }
 
 impl fmt::Display for Finding {
@@ -35,33 +35,41 @@ pub(crate) fn finding(rule: &'static str, evidence: String) -> Finding {
     Finding { rule, evidence }
 }
 
-pub const SEPARATE: &str = "the SUT and the QDL run on physically separate systems";
-pub const FABRIC: &str = "queries travel over a network fabric (wireless, copper or fiber), not \
+pub(crate) const SEPARATE: &str = "the SUT and the QDL run on physically separate systems";
+pub(crate) const FABRIC: &str =
+    "queries travel over a network fabric (wireless, copper or fiber), not \
                           a machine's virtual interfaces";
-pub const REAL_SUT: &str = "the SUT runs the benchmark's model (Closed-division equivalence)";
-pub const NO_RESPONSE_CACHE: &str = "the SUT caches no queries or responses";
-pub const NO_PREFIX_CACHE: &str = "the SUT caches nothing derived from earlier queries";
-pub const REAL_DATA: &str = "the QSL holds the benchmark's validation data set";
-pub const FABRIC_TYPE: &str =
+pub(crate) const REAL_SUT: &str =
+    "the SUT runs the benchmark's model (Closed-division equivalence)";
+pub(crate) const NO_RESPONSE_CACHE: &str = "the SUT caches no queries or responses";
+pub(crate) const NO_PREFIX_CACHE: &str = "the SUT caches nothing derived from earlier queries";
+pub(crate) const REAL_DATA: &str = "the QSL holds the benchmark's validation data set";
+pub(crate) const FABRIC_TYPE: &str =
     "the fabric is Ethernet, IEEE 802.11, InfiniBand or 3GPP (others need the WG's clearance)";
-pub const MEDIUM: &str = "the fabric's medium is wireless, copper or fiber";
-pub const COMPRESSION: &str = "a compression scheme on the wire is approved by the working group \
+pub(crate) const MEDIUM: &str = "the fabric's medium is wireless, copper or fiber";
+pub(crate) const COMPRESSION: &str =
+    "a compression scheme on the wire is approved by the working group \
                                (--compression-approved names the approval)";
-pub const OFFLINE_FLOOR: &str = "an Offline query holds at least the benchmark's minimum samples";
-pub const SCORER: &str = "accuracy.txt is the benchmark's official accuracy script's output \
+pub(crate) const OFFLINE_FLOOR: &str =
+    "an Offline query holds at least the benchmark's minimum samples";
+pub(crate) const SCORER: &str =
+    "accuracy.txt is the benchmark's official accuracy script's output \
                           (from the mlcommons/inference checkout, by its path; \
                           --attest-scorer says otherwise)";
-pub const PHYSICAL: &str = "the LoadGen node and the SUT nodes are physical machines, not guests \
+pub(crate) const PHYSICAL: &str =
+    "the LoadGen node and the SUT nodes are physical machines, not guests \
                             of one hypervisor (--attest-virtual-machines says otherwise)";
-pub const ENGINE: &str = "each node's serving engine runs on that node's machine \
+pub(crate) const ENGINE: &str = "each node's serving engine runs on that node's machine \
                           (--attest-remote-engine says where otherwise), never on the LoadGen \
                           node's";
-pub const BANDWIDTH: &str = "the data path carries the rules' minimum ingress and egress bandwidth";
-pub const DIAGRAM: &str = "the submission includes a system diagram of how the LoadGen node and \
+pub(crate) const BANDWIDTH: &str =
+    "the data path carries the rules' minimum ingress and egress bandwidth";
+pub(crate) const DIAGRAM: &str =
+    "the submission includes a system diagram of how the LoadGen node and \
                            the SUT nodes connect";
 
 /// Every rule, in the order a preflight reports them.
-pub const ALL: [&str; 15] = [
+pub(crate) const ALL: [&str; 15] = [
     SEPARATE,
     PHYSICAL,
     ENGINE,
@@ -80,17 +88,17 @@ pub const ALL: [&str; 15] = [
 ];
 
 /// One node as the checks see it.
-pub struct NodeFacts<'a> {
-    pub url: &'a NodeUrl,
-    pub info: &'a pb::NodeInfo,
+pub(crate) struct NodeFacts<'a> {
+    pub(crate) url: &'a NodeUrl,
+    pub(crate) info: &'a pb::NodeInfo,
     /// The address it was reached at.
-    pub address: Option<IpAddr>,
+    pub(crate) address: Option<IpAddr>,
     /// This LoadGen node's interface towards it, resolved.
-    pub loadgen_link: Option<(String, Link)>,
+    pub(crate) loadgen_link: Option<(String, Link)>,
 }
 
 /// No node on the LoadGen node's machine.
-pub fn separate_machines(own: &pb::HostIdentity, nodes: &[NodeFacts<'_>]) -> Vec<Finding> {
+pub(crate) fn separate_machines(own: &pb::HostIdentity, nodes: &[NodeFacts<'_>]) -> Vec<Finding> {
     let mut found = Vec::new();
     for n in nodes {
         let Some(host) = n.info.host.as_ref() else {
@@ -124,7 +132,7 @@ pub fn separate_machines(own: &pb::HostIdentity, nodes: &[NodeFacts<'_>]) -> Vec
 
 /// No end under a hypervisor, unless the submitter attests to the
 /// machines (the attestation goes into the tree).
-pub fn physical_machines(
+pub(crate) fn physical_machines(
     own: &pb::HostIdentity,
     nodes: &[NodeFacts<'_>],
     attested: Option<&str>,
@@ -159,7 +167,7 @@ pub fn physical_machines(
 
 /// Each node's engine on its own machine (or attested), and never on
 /// this LoadGen node's, whose addresses are `own`.
-pub fn engines_on_their_nodes(
+pub(crate) fn engines_on_their_nodes(
     nodes: &[NodeFacts<'_>],
     own: &[IpAddr],
     attested: Option<&str>,
@@ -208,7 +216,7 @@ pub fn engines_on_their_nodes(
 }
 
 /// Both ends of each node's data path backed by a device.
-pub fn real_data_path(nodes: &[NodeFacts<'_>]) -> Vec<Finding> {
+pub(crate) fn real_data_path(nodes: &[NodeFacts<'_>]) -> Vec<Finding> {
     let mut found = Vec::new();
     for n in nodes {
         match &n.loadgen_link {
@@ -281,7 +289,7 @@ fn lower_text(lower: &[String]) -> String {
 }
 
 /// No node on a synthetic, test-only or caching backend.
-pub fn real_backends(nodes: &[NodeFacts<'_>]) -> Vec<Finding> {
+pub(crate) fn real_backends(nodes: &[NodeFacts<'_>]) -> Vec<Finding> {
     let mut found = Vec::new();
     for n in nodes {
         let backend = &n.info.backend;
@@ -319,7 +327,7 @@ pub fn real_backends(nodes: &[NodeFacts<'_>]) -> Vec<Finding> {
 }
 
 /// The samples are the benchmark's data set, not synthetic.
-pub fn real_data(source: &qdl::samples::SampleSource) -> Option<Finding> {
+pub(crate) fn real_data(source: &qdl::samples::SampleSource) -> Option<Finding> {
     use qdl::samples::SampleSource;
     match source {
         SampleSource::Dataset(_) | SampleSource::NpyDir { .. } => None,
@@ -334,18 +342,20 @@ pub fn real_data(source: &qdl::samples::SampleSource) -> Option<Finding> {
 }
 
 /// The fabric types and media the rules permit.
-pub const PERMITTED_FABRICS: [&str; 5] = [
+pub(crate) const PERMITTED_FABRICS: [&str; 5] = [
     "Ethernet",
     "IEEE 802.11",
     "IEEE802.11",
     "InfiniBand",
     "3GPP",
 ];
-pub const PERMITTED_MEDIA: [&str; 3] = ["wireless", "copper", "fiber"];
+pub(crate) const PERMITTED_MEDIA: [&str; 3] = ["wireless", "copper", "fiber"];
 
 /// `network_type` and `network_media` of the system description name what
 /// the rules permit.
-pub fn permitted_fabric(system: &serde_json::Map<String, serde_json::Value>) -> Vec<Finding> {
+pub(crate) fn permitted_fabric(
+    system: &serde_json::Map<String, serde_json::Value>,
+) -> Vec<Finding> {
     let mut found = Vec::new();
     let text = |k: &str| system.get(k).and_then(|v| v.as_str()).unwrap_or("").trim();
     let fabric = text("network_type");
@@ -366,7 +376,7 @@ pub fn permitted_fabric(system: &serde_json::Map<String, serde_json::Value>) -> 
 }
 
 /// A codec on the wire needs the working group's approval, named.
-pub fn approved_compression(
+pub(crate) fn approved_compression(
     sample_codec: Codec,
     nodes: &[NodeFacts<'_>],
     approval: Option<&str>,
@@ -396,7 +406,7 @@ pub fn approved_compression(
 /// An Offline query holds at least the samples the checker requires of a
 /// Closed submission (`OFFLINE_MIN_SPQ_SINCE_V4`; the Network division
 /// inherits the Closed rules, though the checker skips it there).
-pub fn offline_floor(model: &str, samples_per_query: u64, floor: u64) -> Option<Finding> {
+pub(crate) fn offline_floor(model: &str, samples_per_query: u64, floor: u64) -> Option<Finding> {
     (samples_per_query < floor).then(|| {
         finding(
             OFFLINE_FLOOR,
@@ -409,7 +419,7 @@ pub fn offline_floor(model: &str, samples_per_query: u64, floor: u64) -> Option<
 }
 
 /// The data path's rate covers the rules' bandwidth at `throughput`.
-pub fn bandwidth(
+pub(crate) fn bandwidth(
     what: &str,
     required_ingress: f64,
     required_egress: f64,
@@ -441,7 +451,7 @@ pub fn bandwidth(
 }
 
 /// The system diagram the rules require, given as a file.
-pub fn diagram(path: Option<&std::path::Path>) -> Option<Finding> {
+pub(crate) fn diagram(path: Option<&std::path::Path>) -> Option<Finding> {
     path.is_none()
         .then(|| finding(DIAGRAM, "no --diagram FILE was given".into()))
 }

@@ -21,7 +21,7 @@ use crate::cli::verdict::Verdict;
 
 /// Flags of `submission` a child `run` does not take, with whether each
 /// takes a value.
-pub const SUBMISSION_ONLY: &[(&str, bool)] = &[
+pub(crate) const SUBMISSION_ONLY: &[(&str, bool)] = &[
     ("--submitter", true),
     ("--system", true),
     ("--system-json", true),
@@ -49,30 +49,30 @@ pub const SUBMISSION_ONLY: &[(&str, bool)] = &[
 ];
 
 /// The runs of one scenario and their place in the tree.
-pub struct ScenarioRuns<'a> {
-    pub args: &'a SubmissionArgs,
-    pub tree: &'a Tree,
-    pub model: &'a str,
-    pub scenario: &'a str,
-    pub inference: &'a Path,
-    pub accuracy: &'a AccuracySource,
+pub(crate) struct ScenarioRuns<'a> {
+    pub(crate) args: &'a SubmissionArgs,
+    pub(crate) tree: &'a Tree,
+    pub(crate) model: &'a str,
+    pub(crate) scenario: &'a str,
+    pub(crate) inference: &'a Path,
+    pub(crate) accuracy: &'a AccuracySource,
     /// The element type the samples are sent in (measurements.json).
-    pub input_data_type: &'a str,
+    pub(crate) input_data_type: &'a str,
     /// The nodes the preflight found (what a kept run must have run on).
-    pub nodes: &'a [(String, netdiv_proto::pb::NodeInfo)],
+    pub(crate) nodes: &'a [(String, netdiv_proto::pb::NodeInfo)],
 }
 
 /// What one scenario's runs found that a rehearsal carries on with.
 #[derive(Default)]
-pub struct ScenarioOutcome {
+pub(crate) struct ScenarioOutcome {
     /// Verdicts that were not VALID, each with its reasons.
-    pub invalid: Vec<String>,
+    pub(crate) invalid: Vec<String>,
 }
 
 impl ScenarioRuns<'_> {
     /// Every run of the scenario, in order; the first INVALID one ends the
     /// submission unless it is a rehearsal.
-    pub fn run_all(&self, tests: &[&str]) -> Result<ScenarioOutcome> {
+    pub(crate) fn run_all(&self, tests: &[&str]) -> Result<ScenarioOutcome> {
         let mut outcome = ScenarioOutcome::default();
         let dir = self.tree.scenario_dir(self.model, self.scenario);
         std::fs::create_dir_all(&dir)
@@ -187,7 +187,7 @@ impl ScenarioRuns<'_> {
         }
         let fingerprint = fingerprint::of(&command, self.nodes);
         if tree::finished(&out) {
-            let changed = fingerprint::changes(&tree::finished_with(&out), &fingerprint);
+            let changed = fingerprint::changes(tree::finished_with(&out).as_ref(), &fingerprint);
             if changed.is_empty() {
                 println!(
                     "  {} {name}: kept from an earlier run ({})",

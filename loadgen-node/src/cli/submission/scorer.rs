@@ -53,7 +53,7 @@ const OFFICIAL_SCRIPTS: &[(&str, &str)] = &[
 
 /// The official accuracy script of `model` (the checker's name), relative
 /// to a mlcommons/inference checkout.
-pub fn official_script(model: &str) -> Option<&'static str> {
+pub(crate) fn official_script(model: &str) -> Option<&'static str> {
     OFFICIAL_SCRIPTS
         .iter()
         .find(|(prefix, _)| model.starts_with(prefix))
@@ -74,7 +74,7 @@ fn named_paths(command: &str) -> Vec<String> {
 
 /// The rule a scoring command breaks, if it does not run `model`'s
 /// official script from `inference` by its path (unless `attested`).
-pub fn finding(
+pub(crate) fn finding(
     command: Option<&str>,
     inference: Option<&Path>,
     model: &str,
@@ -125,7 +125,7 @@ pub fn finding(
 
 /// Lines for accuracy.txt: each existing file the command names (relative
 /// ones from `work`, where it runs), with its sha256.
-pub fn named_files(command: &str, work: &Path) -> Result<String> {
+pub(crate) fn named_files(command: &str, work: &Path) -> Result<String> {
     let mut lines = String::new();
     for word in named_paths(command) {
         let path = work.join(&word);
@@ -140,7 +140,7 @@ pub fn named_files(command: &str, work: &Path) -> Result<String> {
 /// The accuracy metrics the `round`'s checker reads for `model` that no
 /// line of `text` gives in the checker's form (its own patterns, read from
 /// the checkout with `python`).
-pub fn missing_metrics(
+pub(crate) fn missing_metrics(
     inference: &Path,
     python: &Path,
     round: &str,
@@ -185,7 +185,7 @@ pub fn missing_metrics(
 }
 
 /// The sha256 of a file, in hex.
-pub fn sha256_file(path: &Path) -> Result<String> {
+pub(crate) fn sha256_file(path: &Path) -> Result<String> {
     let mut file =
         std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut hasher = Sha256::new();

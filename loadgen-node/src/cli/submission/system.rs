@@ -16,7 +16,7 @@ fn is_todo(value: &Value) -> bool {
 }
 
 /// The person's file as a JSON object.
-pub fn read_user_fields(path: &Path) -> Result<Map<String, Value>> {
+pub(crate) fn read_user_fields(path: &Path) -> Result<Map<String, Value>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     match serde_json::from_str::<Value>(&text)
@@ -35,7 +35,7 @@ pub fn read_user_fields(path: &Path) -> Result<Map<String, Value>> {
 /// refused naming both, since a stale template would contradict the
 /// runs), the fields it cannot measure as the person wrote them, and
 /// `division = network`. Errors list every field still to fill in.
-pub fn merge(
+pub(crate) fn merge(
     user: Map<String, Value>,
     measured: &Value,
     submitter: &str,

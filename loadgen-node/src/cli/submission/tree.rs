@@ -6,27 +6,29 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+use super::fingerprint::Fingerprint;
+
 use loadgen_node::round::Round;
 
 /// The paths of one submitter's tree under a submission root, laid out
 /// as the checker of its round reads it: v6.x keeps measurements and
 /// compliance results in each scenario's folder and the code in `src/`;
 /// v5.x has `measurements/` and `compliance/` trees and `code/`.
-pub struct Tree {
+pub(crate) struct Tree {
     /// The round whose layout applies.
-    pub round: Round,
+    pub(crate) round: Round,
     /// `ROOT/network/SUBMITTER`.
-    pub submitter_dir: PathBuf,
+    pub(crate) submitter_dir: PathBuf,
     /// The system's name (`systems/NAME.json`, `results/NAME/`).
-    pub system: String,
+    pub(crate) system: String,
     /// Raw runs, resumable: `ROOT/.netdiv-work/SYSTEM`.
-    pub work: PathBuf,
+    pub(crate) work: PathBuf,
 }
 
 impl Tree {
     /// The tree of `submitter`'s `system` under `root` (the folder the
     /// checker's `--input` names).
-    pub fn new(root: &Path, submitter: &str, system: &str, round: Round) -> Tree {
+    pub(crate) fn new(root: &Path, submitter: &str, system: &str, round: Round) -> Tree {
         Tree {
             round,
             submitter_dir: root.join("network").join(submitter),
@@ -36,14 +38,14 @@ impl Tree {
     }
 
     /// `systems/SYSTEM.json`.
-    pub fn system_json(&self) -> PathBuf {
+    pub(crate) fn system_json(&self) -> PathBuf {
         self.submitter_dir
             .join("systems")
             .join(format!("{}.json", self.system))
     }
 
     /// `results/SYSTEM/MODEL/SCENARIO`.
-    pub fn scenario_dir(&self, model: &str, scenario: &str) -> PathBuf {
+    pub(crate) fn scenario_dir(&self, model: &str, scenario: &str) -> PathBuf {
         self.submitter_dir
             .join("results")
             .join(&self.system)
@@ -58,7 +60,7 @@ impl Tree {
 
     /// Where measurements.json (v5.x: `SYSTEM_SCENARIO.json`), user.conf
     /// and README.md go.
-    pub fn measurements_dir(&self, model: &str, scenario: &str) -> PathBuf {
+    pub(crate) fn measurements_dir(&self, model: &str, scenario: &str) -> PathBuf {
         if self.separate_trees() {
             self.submitter_dir
                 .join("measurements")
@@ -71,7 +73,7 @@ impl Tree {
     }
 
     /// The measurements file's name.
-    pub fn measurements_file(&self, scenario: &str) -> String {
+    pub(crate) fn measurements_file(&self, scenario: &str) -> String {
         if self.separate_trees() {
             format!("{}_{scenario}.json", self.system)
         } else {
@@ -80,7 +82,7 @@ impl Tree {
     }
 
     /// The folder the compliance tests' `TESTxx/` folders go in.
-    pub fn compliance_dir(&self, model: &str, scenario: &str) -> PathBuf {
+    pub(crate) fn compliance_dir(&self, model: &str, scenario: &str) -> PathBuf {
         if self.separate_trees() {
             self.submitter_dir
                 .join("compliance")
@@ -93,19 +95,19 @@ impl Tree {
     }
 
     /// The source code folder (`src/MODEL`, v5.x `code/MODEL`).
-    pub fn code_dir(&self, model: &str) -> PathBuf {
+    pub(crate) fn code_dir(&self, model: &str) -> PathBuf {
         let name = if self.separate_trees() { "code" } else { "src" };
         self.submitter_dir.join(name).join(model)
     }
 
     /// `documentation/`.
-    pub fn documentation_dir(&self) -> PathBuf {
+    pub(crate) fn documentation_dir(&self) -> PathBuf {
         self.submitter_dir.join("documentation")
     }
 
     /// The scenarios of `model` whose results the tree already holds (a
     /// performance run laid out by an earlier submission).
-    pub fn finished_scenarios(&self, model: &str) -> Vec<String> {
+    pub(crate) fn finished_scenarios(&self, model: &str) -> Vec<String> {
         let dir = self
             .submitter_dir
             .join("results")
@@ -128,14 +130,14 @@ impl Tree {
     }
 
     /// The raw output of one run (`performance`, `accuracy`, `TEST01`).
-    pub fn run_dir(&self, model: &str, scenario: &str, run: &str) -> PathBuf {
+    pub(crate) fn run_dir(&self, model: &str, scenario: &str, run: &str) -> PathBuf {
         self.work.join(model).join(scenario).join(run)
     }
 }
 
 /// Whether a run folder holds a finished run: its summary and detail logs
 /// were written (the LoadGen writes the summary last).
-pub fn finished(run_dir: &Path) -> bool {
+pub(crate) fn finished(run_dir: &Path) -> bool {
     run_dir.join("mlperf_log_summary.txt").is_file()
         && run_dir.join("mlperf_log_detail.txt").is_file()
         && run_dir.join(".netdiv-finished").is_file()
@@ -143,23 +145,21 @@ pub fn finished(run_dir: &Path) -> bool {
 
 /// Marks a run folder finished (the child exited successfully), with what
 /// it ran with.
-pub fn mark_finished(run_dir: &Path, fingerprint: &serde_json::Value) -> std::io::Result<()> {
+pub(crate) fn mark_finished(run_dir: &Path, fingerprint: &Fingerprint) -> std::io::Result<()> {
     std::fs::write(
         run_dir.join(".netdiv-finished"),
         serde_json::to_string_pretty(fingerprint)? + "\n",
     )
 }
 
-/// What a finished run ran with (null when its mark does not say).
-pub fn finished_with(run_dir: &Path) -> serde_json::Value {
-    std::fs::read_to_string(run_dir.join(".netdiv-finished"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or(serde_json::Value::Null)
+/// What a finished run ran with (`None` when its mark does not say).
+pub(crate) fn finished_with(run_dir: &Path) -> Option<Fingerprint> {
+    let text = std::fs::read_to_string(run_dir.join(".netdiv-finished")).ok()?;
+    serde_json::from_str(&text).ok()
 }
 
 /// Writes `text` to `path`, making its folder first.
-pub fn write(path: &Path, text: &str) -> Result<()> {
+pub(crate) fn write(path: &Path, text: &str) -> Result<()> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("cannot create {}", parent.display()))?;

@@ -27,16 +27,16 @@ const LIMIT: Duration = Duration::from_secs(10);
 
 /// What a trial measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Trial {
+pub(crate) struct Trial {
     /// Samples answered.
-    pub answered: usize,
+    pub(crate) answered: usize,
     /// From the first sample sent to the last answer (or the limit).
-    pub seconds: f64,
+    pub(crate) seconds: f64,
 }
 
 impl Trial {
     /// Samples per second.
-    pub fn rate(&self) -> f64 {
+    pub(crate) fn rate(&self) -> f64 {
         self.answered as f64 / self.seconds.max(1e-9)
     }
 }
@@ -118,7 +118,7 @@ fn run(plan: &RunPlan, samples: usize) -> Result<Trial> {
 /// The warning for an Offline run whose query the nodes would finish
 /// before its minimum duration, with the numbers; `None` when it lasts
 /// long enough.
-pub fn offline_too_short(settings: &EffectiveSettings, trial: &Trial) -> Option<String> {
+pub(crate) fn offline_too_short(settings: &EffectiveSettings, trial: &Trial) -> Option<String> {
     let rate = trial.rate();
     let min_s = settings.min_duration_ms as f64 / 1000.0;
     let query_s = settings.samples_per_query as f64 / rate;
@@ -141,7 +141,7 @@ pub fn offline_too_short(settings: &EffectiveSettings, trial: &Trial) -> Option<
 /// Runs the trial for the Offline scenario as the plan sets it up and
 /// says whether its query would end too soon. A trial that cannot run is
 /// a warning too, not a refusal: the runs will say more.
-pub fn offline_warning(plan: &RunPlan) -> Option<String> {
+pub(crate) fn offline_warning(plan: &RunPlan) -> Option<String> {
     let settings = match offline_settings(plan) {
         Ok(settings) => settings,
         Err(e) => return Some(format!("Offline: no trial before the runs: {e:#}")),

@@ -10,12 +10,12 @@ use std::fmt::Write;
 use super::template::Host;
 
 /// What the drawing shows of the LoadGen side.
-pub struct LoadgenSide<'a> {
-    pub hostname: &'a str,
+pub(crate) struct LoadgenSide<'a> {
+    pub(crate) hostname: &'a str,
     /// Its data-path interfaces, as "name (speed, MTU)".
-    pub nics: &'a [String],
+    pub(crate) nics: &'a [String],
     /// The protocol stack on the wire.
-    pub protocol: &'a str,
+    pub(crate) protocol: &'a str,
 }
 
 const BOX_W: u32 = 320;
@@ -26,7 +26,7 @@ const FABRIC_X: u32 = 420;
 const RIGHT_X: u32 = 560;
 
 /// The SVG text.
-pub fn svg(loadgen: &LoadgenSide<'_>, hosts: &[Host<'_>]) -> String {
+pub(crate) fn svg(loadgen: &LoadgenSide<'_>, hosts: &[Host<'_>]) -> String {
     let host_lines: Vec<Vec<String>> = hosts.iter().map(host_text).collect();
     let heights: Vec<u32> = host_lines.iter().map(|l| box_height(l.len())).collect();
     let right_total: u32 = heights.iter().sum::<u32>() + GAP * hosts.len().saturating_sub(1) as u32;

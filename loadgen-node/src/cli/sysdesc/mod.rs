@@ -12,20 +12,20 @@ use netdiv_proto::pb;
 use serde_json::{Map, Value};
 
 /// The marker for fields a person must complete.
-pub const FILL_IN: &str = "TODO: fill in";
+pub(crate) const FILL_IN: &str = "TODO: fill in";
 
 /// What the description is built from.
-pub struct Inputs<'a> {
+pub(crate) struct Inputs<'a> {
     /// This LoadGen node's interfaces (loopback excluded).
-    pub local_nics: &'a [pb::Nic],
+    pub(crate) local_nics: &'a [pb::Nic],
     /// Each node's Info, in node order.
-    pub nodes: &'a [pb::NodeInfo],
+    pub(crate) nodes: &'a [pb::NodeInfo],
     /// "grpc", "grpcs" or "quic", per node.
-    pub transports: &'a [&'a str],
+    pub(crate) transports: &'a [&'a str],
     /// The address each node was reached at, per node.
-    pub node_addresses: &'a [Option<std::net::IpAddr>],
+    pub(crate) node_addresses: &'a [Option<std::net::IpAddr>],
     /// This program's version and the OS it runs on.
-    pub software: &'a str,
+    pub(crate) software: &'a str,
 }
 
 /// An interface as "name (speed, MTU)".
@@ -56,7 +56,7 @@ fn protocol(transport: &str) -> &'static str {
 
 /// The names of this host's interfaces that the connections to nodes at
 /// `addresses` leave from (each once).
-pub fn data_path_interfaces(addresses: &[Option<std::net::IpAddr>]) -> Vec<String> {
+pub(crate) fn data_path_interfaces(addresses: &[Option<std::net::IpAddr>]) -> Vec<String> {
     let mut names = Vec::new();
     for name in addresses
         .iter()
@@ -71,7 +71,7 @@ pub fn data_path_interfaces(addresses: &[Option<std::net::IpAddr>]) -> Vec<Strin
 }
 
 /// The address each node was reached at, if it resolves.
-pub fn node_addresses(urls: &[qdl::node_url::NodeUrl]) -> Vec<Option<std::net::IpAddr>> {
+pub(crate) fn node_addresses(urls: &[qdl::node_url::NodeUrl]) -> Vec<Option<std::net::IpAddr>> {
     super::data_path::node_addresses(urls)
 }
 
@@ -93,7 +93,7 @@ fn node_data_path(nics: &[pb::Nic], reached_at: Option<std::net::IpAddr>) -> Vec
 
 /// The fields (a JSON object) and the
 /// names of those a person must fill in.
-pub fn describe(inputs: &Inputs<'_>) -> (Value, Vec<&'static str>) {
+pub(crate) fn describe(inputs: &Inputs<'_>) -> (Value, Vec<&'static str>) {
     let local = up(inputs.local_nics);
     let rate = local
         .iter()
@@ -166,23 +166,23 @@ pub fn describe(inputs: &Inputs<'_>) -> (Value, Vec<&'static str>) {
 }
 
 /// What `sysdesc` measured.
-pub struct Measured {
+pub(crate) struct Measured {
     /// The Network-division fields.
-    pub fields: Value,
+    pub(crate) fields: Value,
     /// The fields a person must fill in.
-    pub todo: Vec<&'static str>,
+    pub(crate) todo: Vec<&'static str>,
     /// Each node's Info, in node order.
-    pub infos: Vec<pb::NodeInfo>,
+    pub(crate) infos: Vec<pb::NodeInfo>,
     /// Each node's data-path interfaces, as "name (speed, MTU)".
-    pub node_nics: Vec<Vec<String>>,
+    pub(crate) node_nics: Vec<Vec<String>>,
     /// This node's data-path interfaces, the same way.
-    pub local_nics: Vec<String>,
+    pub(crate) local_nics: Vec<String>,
     /// The protocol stack on the wire.
-    pub protocol: String,
+    pub(crate) protocol: String,
 }
 
 /// Connects to every node of `network` and describes the network.
-pub fn measure(network: &super::args::NetworkArgs) -> anyhow::Result<Measured> {
+pub(crate) fn measure(network: &super::args::NetworkArgs) -> anyhow::Result<Measured> {
     use anyhow::bail;
     let nodes = network.sut_node.clone();
     if nodes.is_empty() {
@@ -251,7 +251,7 @@ pub fn measure(network: &super::args::NetworkArgs) -> anyhow::Result<Measured> {
 
 /// `loadgen-node sysdesc`: connects to every node and writes the
 /// Network-division fields of the system description.
-pub fn command(args: &super::args::SysdescArgs) -> anyhow::Result<()> {
+pub(crate) fn command(args: &super::args::SysdescArgs) -> anyhow::Result<()> {
     use anyhow::Context;
     let measured = measure(&args.network)?;
     let hosts = template::hosts(&measured.infos, &measured.node_nics);

@@ -10,7 +10,7 @@ use super::FILL_IN;
 
 /// The general fields of the checker's SYSTEM_DESC_REQUIRED_FIELDS, in
 /// its order.
-pub const GENERAL_FIELDS: [&str; 35] = [
+pub(crate) const GENERAL_FIELDS: [&str; 35] = [
     "division",
     "submitter",
     "status",
@@ -49,15 +49,18 @@ pub const GENERAL_FIELDS: [&str; 35] = [
 ];
 
 /// One machine of the SUT and the nodes on it.
-pub struct Host<'a> {
-    pub nodes: Vec<&'a pb::NodeInfo>,
+pub(crate) struct Host<'a> {
+    pub(crate) nodes: Vec<&'a pb::NodeInfo>,
     /// Its interfaces on the data path (each once).
-    pub data_path_nics: Vec<String>,
+    pub(crate) data_path_nics: Vec<String>,
 }
 
 /// The nodes grouped by machine (boot id, else board, else hostname), in
 /// the order their first node was given.
-pub fn hosts<'a>(nodes: &'a [pb::NodeInfo], data_path_nics: &[Vec<String>]) -> Vec<Host<'a>> {
+pub(crate) fn hosts<'a>(
+    nodes: &'a [pb::NodeInfo],
+    data_path_nics: &[Vec<String>],
+) -> Vec<Host<'a>> {
     let mut hosts: Vec<(String, Host<'a>)> = Vec::new();
     for (i, node) in nodes.iter().enumerate() {
         let key = machine_key(node);
@@ -147,7 +150,7 @@ fn framework(node: &pb::NodeInfo) -> String {
 
 /// The general fields, filled where the nodes' reports allow: the
 /// `network` fields of [`super::describe`] are added by the caller.
-pub fn general_fields(hosts: &[Host<'_>]) -> (Map<String, Value>, Vec<&'static str>) {
+pub(crate) fn general_fields(hosts: &[Host<'_>]) -> (Map<String, Value>, Vec<&'static str>) {
     let nodes: Vec<&pb::NodeInfo> = hosts.iter().flat_map(|h| h.nodes.clone()).collect();
     let measured = |field: &str| -> Option<String> {
         match field {
