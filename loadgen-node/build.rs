@@ -105,7 +105,7 @@ mod source {
         }
     }
 
-    pub fn archive() {
+    pub(super) fn archive() {
         let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
         let workspace = manifest.parent().expect("the crate is in the workspace");
         let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets it"));

@@ -207,6 +207,16 @@ pub struct Pool<T> {
     capacities: Vec<u64>,
 }
 
+impl<T> std::fmt::Debug for Pool<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("nodes", &self.nodes.len())
+            .field("pending_samples", &self.pending_samples)
+            .field("requeued", &self.requeued)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<T: Clone> Pool<T> {
     /// A pool over `node_count` healthy nodes; `seed` seeds the random
     /// choices of the dispatch policy.

@@ -82,6 +82,7 @@ impl BatchPolicy {
 }
 
 /// A scripted queue for tests: items arrive at given times.
+#[derive(Debug)]
 pub struct ScriptedQueue<T> {
     /// The clock, moved by the script.
     pub now: Instant,

@@ -240,6 +240,7 @@ impl NodeMetrics {
 }
 
 /// An open connection, counted in `open_connections` while it lives.
+#[derive(Debug)]
 pub struct OpenConnection {
     metrics: Arc<NodeMetrics>,
     transport: &'static str,

@@ -46,6 +46,7 @@ pub struct NodeSettings {
 
 /// One accepted sample on its way through a device: its decoded input,
 /// where its answer goes, and (token samples) its cancel flag.
+#[derive(Debug)]
 pub struct WorkItem {
     response_id: u64,
     data: Bytes,
@@ -106,6 +107,16 @@ pub struct Node {
     largest_batch: AtomicU32,
     devices: Mutex<Vec<std::thread::JoinHandle<()>>>,
     metrics: Arc<NodeMetrics>,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("name", &self.settings.name)
+            .field("benchmark", &self.settings.benchmark)
+            .field("backend", &self.device.kind())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Node {

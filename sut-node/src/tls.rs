@@ -86,6 +86,7 @@ fn read(path: &Path) -> Result<Vec<u8>> {
 }
 
 /// The PEM texts, for tonic's TLS configuration.
+#[derive(Debug)]
 pub struct TlsPem {
     /// The node's certificate chain.
     pub cert: Vec<u8>,

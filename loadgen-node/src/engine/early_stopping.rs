@@ -19,6 +19,7 @@ pub fn odds(h: u64, t: u64, p: f64) -> f64 {
 
 /// Finds the smallest passing `h` for each `t`, remembering earlier answers
 /// (one finder per percentile).
+#[derive(Debug)]
 pub struct MinPassingQueries {
     percentile: f64,
     cache: HashMap<u64, u64>,

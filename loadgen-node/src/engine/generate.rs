@@ -52,6 +52,7 @@ pub fn loadable_sets(
 
 /// Sequence numbers that run across a whole test, and the per-sample draws
 /// of the accuracy-log sampler.
+#[derive(Debug)]
 pub struct SequenceGen {
     next_query: u64,
     next_sample: u64,
@@ -103,6 +104,7 @@ pub struct AccuracyLogSampling {
 }
 
 /// The queries of one IssueQueries call, samples stored flat.
+#[derive(Debug)]
 pub struct GeneratedQueries {
     /// Every sample of every query in order; `id` is its sequence id.
     pub samples: Vec<QuerySample>,

@@ -41,6 +41,7 @@ pub enum StopReason {
 }
 
 /// What happened while issuing (times in ns since the test origin).
+#[derive(Debug)]
 pub struct IssueRecord {
     /// When issuing started, in ns since the test origin.
     pub start_ns: u64,

@@ -33,6 +33,7 @@ impl std::str::FromStr for UniformIntVariant {
 
 /// A 32-bit Mersenne Twister seeded like `std::mt19937(seed)`, with the
 /// libstdc++ distributions LoadGen uses.
+#[derive(Debug)]
 pub struct StdRng {
     mt: Mt,
     variant: UniformIntVariant,

@@ -17,6 +17,7 @@ use crate::sut::{QuerySample, SharedResponder, SutError, SystemUnderTest};
 
 /// A sut-node core as the QDL's local link drives it: `Name`, `Info` and
 /// query paths whose answers are batched as the node's servers batch them.
+#[derive(Debug)]
 pub struct NodeInProcess {
     node: Arc<Node>,
 }
@@ -65,6 +66,7 @@ impl InProcessNode for NodeInProcess {
 }
 
 /// The QDL over one in-process node, as a SUT; the node stops with it.
+#[derive(Debug)]
 pub struct LocalSut {
     name: String,
     qdl: Option<QdlSut>,

@@ -59,6 +59,23 @@ pub struct QdlSut {
     sink: Mutex<Option<(SharedResponder, Arc<dyn CompletionSink>)>>,
 }
 
+impl std::fmt::Debug for ResponderSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponderSink")
+            .field("counters", &self.counters)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for QdlSut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QdlSut")
+            .field("network", &self.network)
+            .field("counters", &self.counters)
+            .finish_non_exhaustive()
+    }
+}
+
 impl QdlSut {
     /// `network` as a SUT, counting in `counters`.
     pub fn new(network: NetworkSut, counters: Arc<Counters>) -> Self {
@@ -106,6 +123,7 @@ impl SystemUnderTest for QdlSut {
 }
 
 /// The samples of a run, held in this process's memory.
+#[derive(Debug)]
 pub struct StoreQsl {
     /// The samples.
     pub store: Arc<SampleStore>,

@@ -50,7 +50,7 @@ fn status(call: Call) -> impl FnOnce(tonic::Status) -> LinkError {
 }
 
 impl GrpcLink {
-    pub async fn connect(
+    pub(crate) async fn connect(
         url: &NodeUrl,
         tls: Option<&ClientTls>,
         max_message: usize,
@@ -87,7 +87,7 @@ impl GrpcLink {
         })
     }
 
-    pub async fn name(&self) -> Result<String, LinkError> {
+    pub(crate) async fn name(&self) -> Result<String, LinkError> {
         let request = pb::NameRequest {
             protocol_version: netdiv_proto::PROTOCOL_VERSION,
         };
@@ -100,7 +100,7 @@ impl GrpcLink {
         Ok(answer.into_inner().name)
     }
 
-    pub async fn info(&self) -> Result<pb::NodeInfo, LinkError> {
+    pub(crate) async fn info(&self) -> Result<pb::NodeInfo, LinkError> {
         let answer = self
             .client
             .clone()
@@ -110,7 +110,11 @@ impl GrpcLink {
         Ok(answer.into_inner())
     }
 
-    pub async fn start(&self, node: usize, events: Arc<dyn LinkEvents>) -> Result<(), LinkError> {
+    pub(crate) async fn start(
+        &self,
+        node: usize,
+        events: Arc<dyn LinkEvents>,
+    ) -> Result<(), LinkError> {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut completions = self.open_infer(rx).await?;
         let reader = tokio::spawn(async move {
@@ -148,7 +152,7 @@ impl GrpcLink {
 
     /// Ends the Infer stream cleanly: the node answers what it holds, then
     /// ends its side, and the reader finishes.
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         self.queries
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -159,7 +163,7 @@ impl GrpcLink {
         }
     }
 
-    pub fn send(&self, query: pb::Query) {
+    pub(crate) fn send(&self, query: pb::Query) {
         // A closed stream is reported by the reader task; the pool then
         // takes these samples back.
         if let Some(tx) = &*self.queries.lock().unwrap_or_else(|e| e.into_inner()) {
@@ -168,7 +172,7 @@ impl GrpcLink {
     }
 
     /// Cancels samples at the node, on the one stream they all went on.
-    pub fn cancel(&self, ids: &[u64]) {
+    pub(crate) fn cancel(&self, ids: &[u64]) {
         self.send(pb::Query {
             cancel: ids.to_vec(),
             ..Default::default()

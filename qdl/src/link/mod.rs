@@ -83,7 +83,7 @@ async fn within<T>(
 
 impl Link {
     /// Connects to the node at `url`; messages up to `max_message` bytes.
-    pub async fn connect(
+    pub(crate) async fn connect(
         url: &NodeUrl,
         tls: Option<&ClientTls>,
         max_message: usize,
@@ -120,7 +120,7 @@ impl Link {
     }
 
     /// The node's Name, by a live round trip.
-    pub async fn name(&self) -> Result<String, LinkError> {
+    pub(crate) async fn name(&self) -> Result<String, LinkError> {
         within(Call::Name, async {
             match self {
                 Link::Grpc(l) => l.name().await,
@@ -132,7 +132,7 @@ impl Link {
     }
 
     /// The node's Info.
-    pub async fn info(&self) -> Result<pb::NodeInfo, LinkError> {
+    pub(crate) async fn info(&self) -> Result<pb::NodeInfo, LinkError> {
         within(Call::Info, async {
             match self {
                 Link::Grpc(l) => l.info().await,
@@ -144,7 +144,11 @@ impl Link {
     }
 
     /// Opens the query path; from now on events for `node` go to `events`.
-    pub async fn start(&self, node: usize, events: Arc<dyn LinkEvents>) -> Result<(), LinkError> {
+    pub(crate) async fn start(
+        &self,
+        node: usize,
+        events: Arc<dyn LinkEvents>,
+    ) -> Result<(), LinkError> {
         match self {
             Link::Grpc(l) => l.start(node, events).await,
             Link::Quic(l) => l.start(node, events).await,
@@ -156,7 +160,7 @@ impl Link {
     }
 
     /// Ends the query path cleanly (at the end of a run).
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         match self {
             Link::Grpc(l) => l.close().await,
             Link::Quic(l) => l.close().await,
@@ -169,7 +173,7 @@ impl Link {
     /// answers each with a `cancelled` completion, which the pool drops
     /// as late. Without waiting; a closed connection has cancelled them
     /// already.
-    pub fn cancel(&self, ids: &[u64]) {
+    pub(crate) fn cancel(&self, ids: &[u64]) {
         if ids.is_empty() {
             return;
         }
@@ -181,7 +185,7 @@ impl Link {
     }
 
     /// Sends a query without waiting. Failures surface as events.
-    pub fn send(&self, query: pb::Query) {
+    pub(crate) fn send(&self, query: pb::Query) {
         match self {
             Link::Grpc(l) => l.send(query),
             Link::Quic(l) => l.send(query),

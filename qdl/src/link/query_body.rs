@@ -57,7 +57,7 @@ fn put_message(out: &mut BytesMut, query: &pb::Query, len: usize) {
 }
 
 impl QueryBody {
-    pub fn new(queries: UnboundedReceiver<pb::Query>) -> QueryBody {
+    pub(super) fn new(queries: UnboundedReceiver<pb::Query>) -> QueryBody {
         QueryBody {
             queries,
             waiting: VecDeque::new(),

@@ -176,7 +176,7 @@ fn kind_name(kind: &quic_response::Kind) -> &'static str {
 
 impl QuicLink {
     /// Connects to `url`'s node at `addr` (its host, resolved).
-    pub async fn connect(
+    pub(crate) async fn connect(
         url: &NodeUrl,
         addr: SocketAddr,
         tls: &ClientTls,
@@ -239,7 +239,7 @@ impl QuicLink {
         }
     }
 
-    pub async fn name(&self) -> Result<String, LinkError> {
+    pub(crate) async fn name(&self) -> Result<String, LinkError> {
         let request = pb::NameRequest {
             protocol_version: netdiv_proto::PROTOCOL_VERSION,
         };
@@ -255,7 +255,7 @@ impl QuicLink {
         }
     }
 
-    pub async fn info(&self) -> Result<pb::NodeInfo, LinkError> {
+    pub(crate) async fn info(&self) -> Result<pb::NodeInfo, LinkError> {
         match self
             .request(Call::Info, quic_request::Kind::Info(pb::InfoRequest {}))
             .await?
@@ -270,7 +270,11 @@ impl QuicLink {
 
     /// Opens the query streams; from now on events for `node` go to
     /// `events`.
-    pub async fn start(&self, node: usize, events: Arc<dyn LinkEvents>) -> Result<(), LinkError> {
+    pub(crate) async fn start(
+        &self,
+        node: usize,
+        events: Arc<dyn LinkEvents>,
+    ) -> Result<(), LinkError> {
         let mut lanes = Vec::with_capacity(QUIC_QUERY_STREAMS);
         let mut readers = Vec::with_capacity(QUIC_QUERY_STREAMS);
         for _ in 0..QUIC_QUERY_STREAMS {
@@ -302,7 +306,7 @@ impl QuicLink {
 
     /// Finishes the query streams, waits until the node has answered what
     /// they hold and ended them, then closes the connection.
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         if let Some(lanes) = self.lanes.get() {
             for lane in &lanes.lanes {
                 lane.state().closing = true;
@@ -333,7 +337,7 @@ impl QuicLink {
     /// Cancels samples at the node: one cancel message on each query
     /// stream that carried some of them (a cancel names samples of its own
     /// stream, and arrives after them).
-    pub fn cancel(&self, ids: &[u64]) {
+    pub(crate) fn cancel(&self, ids: &[u64]) {
         let Some(lanes) = self.lanes.get() else {
             return;
         };
@@ -361,7 +365,7 @@ impl QuicLink {
     /// Queues `query` on the next query stream that is still open. A
     /// stream that failed has reported its samples; the node's other
     /// samples follow when the connection's failure is reported.
-    pub fn send(&self, query: pb::Query) {
+    pub(crate) fn send(&self, query: pb::Query) {
         let Some(lanes) = self.lanes.get() else {
             return;
         };

@@ -521,6 +521,23 @@ pub struct NetworkObserver {
     router: Arc<QueryRouter>,
 }
 
+impl std::fmt::Debug for NetworkSut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NetworkSut")
+            .field("nodes", &self.router.urls)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for NetworkObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NetworkObserver")
+            .field("nodes", &self.router.urls)
+            .finish_non_exhaustive()
+    }
+}
+
 impl NetworkObserver {
     /// What crossed the fabric so far, per node in node order, each with
     /// its failure if it failed; and the seconds from the first piece sent

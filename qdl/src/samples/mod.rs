@@ -401,6 +401,7 @@ pub struct SampleStore {
 
 /// A read guard over the loaded samples; hold it only while copying out
 /// what a query needs, since loads wait for it.
+#[derive(Debug)]
 pub struct LoadedSamples<'a>(RwLockReadGuard<'a, Vec<Option<StoredSample>>>);
 
 impl LoadedSamples<'_> {

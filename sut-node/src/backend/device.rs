@@ -214,6 +214,14 @@ pub struct BatchDevice {
     backend: Arc<dyn Backend>,
 }
 
+impl std::fmt::Debug for BatchDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchDevice")
+            .field("backend", &self.backend.kind())
+            .finish()
+    }
+}
+
 impl BatchDevice {
     /// The device of `backend`.
     pub fn new(backend: Arc<dyn Backend>) -> BatchDevice {

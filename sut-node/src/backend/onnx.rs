@@ -218,6 +218,7 @@ struct InputSpec {
 }
 
 /// A loaded model: one session per device.
+#[derive(Debug)]
 pub struct OnnxBackend {
     sessions: Vec<Mutex<Session>>,
     input: InputSpec,

@@ -18,6 +18,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::transport::server::{Connected, TcpConnectInfo};
 
 /// The open-connection budget of one transport.
+#[derive(Debug)]
 pub struct ConnectionLimit {
     slots: Arc<Semaphore>,
     limit: usize,
@@ -73,6 +74,7 @@ impl ConnectionLimit {
 
 /// A TCP connection that holds one slot of its transport's budget while
 /// it is open.
+#[derive(Debug)]
 pub struct CountedTcp {
     io: TcpStream,
     _slot: OwnedSemaphorePermit,

@@ -32,6 +32,7 @@ use crate::node::{Node, ReplyTo};
 use crate::tls::TlsFiles;
 
 /// The service; `closing` flips when the node has drained for shutdown.
+#[derive(Debug)]
 pub struct GrpcService {
     /// The node queries go to.
     pub node: Arc<Node>,

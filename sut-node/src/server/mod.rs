@@ -32,6 +32,7 @@ pub fn version_mismatch(client: u32) -> Option<String> {
 /// stream's reader waits while there are too many, so a client that sends
 /// queries and never reads its answers is pushed back by flow control
 /// instead of making the node queue answers without end.
+#[derive(Debug)]
 pub struct Unread {
     count: AtomicUsize,
     limit: usize,
@@ -87,6 +88,7 @@ impl Unread {
 /// What a query stream's writer sends: its answers, batched, and for a
 /// token model the node's token count, alone when nothing else went out
 /// for a while.
+#[derive(Debug)]
 pub struct Answers<'a> {
     rx: UnboundedReceiver<pb::Completion>,
     /// Token models: the node whose count goes out, and the ticker that

@@ -111,7 +111,7 @@ impl RequestPolicy {
 
 /// Opens a span per request and counts it by outcome; turns the inner
 /// layers' refusals into [`Refused`].
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct RequestLogLayer {
     transport: &'static str,
     metrics: Arc<NodeMetrics>,
@@ -130,7 +130,7 @@ impl<S> Layer<S> for RequestLogLayer {
 }
 
 /// The service of [`RequestLogLayer`].
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct RequestLog<S> {
     inner: S,
     layer: RequestLogLayer,

@@ -28,6 +28,7 @@ use crate::sut::{QuerySampleResponse, Responder};
 use tokens::TokenTable;
 
 /// Completion state of every sample and query of one IssueQueries call.
+#[derive(Debug)]
 pub struct SampleTable {
     /// Sequence id of the first sample; response ids are sequence ids.
     first_sequence_id: u64,
@@ -56,6 +57,7 @@ pub struct SampleTable {
 }
 
 /// Which responses are copied for the accuracy log.
+#[derive(Debug)]
 pub enum KeepPolicy {
     /// No response is kept.
     None,
@@ -74,6 +76,7 @@ pub enum WaitFor {
     Samples(u64),
 }
 
+#[derive(Debug)]
 struct Waiter {
     /// The issuing thread, set before its first park; read without a lock.
     thread: OnceLock<Thread>,
@@ -354,7 +357,7 @@ impl Settler {
 
 /// The handle a SUT completes samples through (`QuerySamplesComplete`).
 /// Cheap to clone; safe to call from any thread.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct Completer {
     table: Arc<SampleTable>,
 }

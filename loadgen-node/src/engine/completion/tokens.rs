@@ -33,6 +33,7 @@ pub mod messages {
 }
 
 /// The token state of every sample of one table.
+#[derive(Debug)]
 pub struct TokenTable {
     /// Every scenario but Offline needs a first token before a completion.
     needs_first_token: bool,

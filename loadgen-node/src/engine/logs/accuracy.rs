@@ -15,6 +15,7 @@ pub struct TokenFields<'a> {
 }
 
 /// Streams accuracy entries in the official layout.
+#[derive(Debug)]
 pub struct AccuracyLog<W: Write> {
     out: W,
     needs_comma: bool,

@@ -79,6 +79,7 @@ pub enum Level {
 }
 
 /// Writes detail lines, timestamped from the start of logging.
+#[derive(Debug)]
 pub struct DetailLog<W: Write> {
     out: W,
     origin: Instant,

@@ -7,6 +7,7 @@ use std::io::{self, Write};
 use super::format::fixed;
 
 /// Writes trace events; times are ns since the test origin.
+#[derive(Debug)]
 pub struct TraceLog<W: Write> {
     out: W,
     pid: u32,

@@ -69,6 +69,7 @@ pub struct EngineOptions {
 }
 
 /// What a finished test reports back.
+#[derive(Debug)]
 pub struct TestOutcome {
     /// The performance summary that was logged (none for accuracy only).
     pub performance: Option<PerformanceSummary>,

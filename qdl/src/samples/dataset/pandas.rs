@@ -15,6 +15,7 @@ use super::pickle::Value;
 use super::DatasetError;
 
 /// A data frame's columns, each a block row.
+#[derive(Debug)]
 pub struct DataFrame {
     /// Column names, in order.
     pub columns: Vec<String>,
@@ -289,6 +290,7 @@ impl DataFrame {
 }
 
 /// One cell of a column.
+#[derive(Debug)]
 pub enum Cell {
     /// A Python object (a list, a string, a numpy array...).
     Object(Value),

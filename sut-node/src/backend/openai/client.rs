@@ -40,6 +40,7 @@ pub struct Identity {
 }
 
 /// A client of one engine.
+#[derive(Debug)]
 pub struct EngineClient {
     runtime: Option<tokio::runtime::Runtime>,
     http: reqwest::Client,
