@@ -178,7 +178,7 @@ mod official {
         version: String,
     }
 
-    pub fn build() {
+    pub(super) fn build() {
         let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
         let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets it"));
         let script = manifest.join("official/fetch-source.sh");

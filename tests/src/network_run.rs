@@ -123,6 +123,13 @@ impl LoadgenRun {
         parse_accuracy(&self.read("mlperf_log_accuracy.json")?)
     }
 
+    /// The run's record (`netdiv_run.json`), read as the program reads it:
+    /// a renamed field is a compile error here too.
+    pub fn record(&self) -> Result<loadgen_node::run_record::RunRecord> {
+        let path = self.logs.join(loadgen_node::run_record::FILE);
+        Ok(loadgen_node::run_record::RunRecord::read(&path)?)
+    }
+
     /// The run's log records (it runs with `--log-format json`).
     pub fn events(&self) -> Vec<Value> {
         crate::log_records::parse(&self.stderr)

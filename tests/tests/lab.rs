@@ -7,6 +7,7 @@
 //! `ip netns` and `tc`: without them a test says SKIPPED outside CI and
 //! fails under CI.
 
+use loadgen_node::run_record::NodeChange;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
@@ -18,7 +19,6 @@ use netdiv_tests::{skip_unless_ci, test_dir, write_file, UserConf};
 
 /// What the lab needs of the machine.
 const LAB_NEEDS: &str = "root, `ip netns` and `tc` (the fault lab)";
-use serde_json::Value;
 
 /// Each link's rate: a data-centre link, not the bottleneck.
 const LINK_MBIT: u64 = 1000;
@@ -44,7 +44,7 @@ fn fault_run(
     transport: &'static str,
     scenario: &str,
     schedule: &str,
-) -> Result<Option<Vec<Value>>> {
+) -> Result<Option<Vec<NodeChange>>> {
     if !lab::available() {
         skip_unless_ci(LAB_NEEDS)?;
         return Ok(None);
@@ -129,9 +129,8 @@ fn fault_run(
     run.expect_valid()
         .with_context(|| format!("{transport} {scenario} with faults {schedule:?}"))?;
     check_exactly_once(&run, &dir.join("issued.txt"))?;
-    let record: Value =
-        serde_json::from_str(&std::fs::read_to_string(run.logs.join("netdiv_run.json"))?)?;
-    let changes = record["node_changes"].as_array().context("node_changes")?;
+    let record = run.record()?;
+    let changes = &record.node_changes;
     for (node, at_restore) in restored {
         let url = lab.nodes[node].url();
         let now = lab.nodes[node].completed()?;
@@ -144,8 +143,8 @@ fn fault_run(
         // seen the node fail (or decline, or stall) and then rejoin.
         let states: Vec<&str> = changes
             .iter()
-            .filter(|c| c["node"] == url.as_str())
-            .filter_map(|c| c["state"].as_str())
+            .filter(|c| c.node == url.as_str())
+            .map(|c| c.state.as_str())
             .collect();
         let rejoined_after_failing = states
             .iter()
@@ -172,12 +171,7 @@ fn fault_run(
         start.elapsed() - run.wall,
         changes
             .iter()
-            .map(|c| format!(
-                "{:.2}s {} {}",
-                c["at_s"].as_f64().unwrap_or(0.0),
-                c["node"],
-                c["state"]
-            ))
+            .map(|c| format!("{:.2}s {} {}", c.at_s, c.node, c.state))
             .collect::<Vec<_>>()
             .join("; ")
     );
@@ -222,13 +216,13 @@ fn lab_a_node_that_comes_back_as_another_is_refused() -> Result<()> {
         let Some(changes) = fault_run(transport, "Offline", "1.5:kill:1,2.5:impostor:1")? else {
             return Ok(());
         };
-        let refused: Vec<&Value> = changes.iter().filter(|c| c["state"] == "refused").collect();
+        let refused: Vec<&NodeChange> = changes.iter().filter(|c| c.state == "refused").collect();
         ensure!(
             !refused.is_empty()
-                && refused.iter().all(|c| c["detail"]
-                    .as_str()
-                    .is_some_and(|d| d.contains("lab-node-1-impostor")))
-                && !changes.iter().any(|c| c["state"] == "rejoined"),
+                && refused
+                    .iter()
+                    .all(|c| c.detail.contains("lab-node-1-impostor"))
+                && !changes.iter().any(|c| c.state == "rejoined"),
             "{transport}: the impostor was not refused, or a node rejoined: {changes:?}"
         );
     }
@@ -333,15 +327,13 @@ fn lab_one_dns_name_expands_to_every_node() -> Result<()> {
     .collect();
     let run = loadgen_in_netns(&lab.loadgen_netns, &dir, &flags, Duration::from_secs(60))?;
     run.expect_valid()?;
-    let record: Value =
-        serde_json::from_str(&std::fs::read_to_string(run.logs.join("netdiv_run.json"))?)?;
-    let nodes = record["nodes"].as_array().context("nodes")?;
+    let nodes = run.record()?.nodes;
     ensure!(nodes.len() == 3, "{nodes:?}");
     for node in &lab.nodes {
         ensure!(
-            nodes.iter().any(|n| n["name"] == node.name.as_str()
-                && n["url"] == format!("grpc://{}:{port}", node.address).as_str()
-                && n["traffic"]["samples_sent"].as_u64() > Some(0)),
+            nodes.iter().any(|n| n.name == node.name
+                && n.url == format!("grpc://{}:{port}", node.address)
+                && n.traffic.samples_sent > 0),
             "{} is not one of the run's nodes, or got no work: {nodes:?}",
             node.name
         );

@@ -324,13 +324,12 @@ fn token_aware_dispatch_keeps_a_skewed_offline_query_near_its_ideal() -> Result<
             .and_then(|v| v.parse().ok())
             .with_context(|| format!("{name}: no tokens per second in\n{summary}"))?;
         if name != "fast-alone" && name != "slow-alone" {
-            let record: serde_json::Value =
-                serde_json::from_str(&std::fs::read_to_string(run.logs.join("netdiv_run.json"))?)?;
+            let record = run.record()?;
             let policy = if name == "tokens" { "tokens" } else { name };
             ensure!(
-                record["qdl"]["dispatch"] == policy,
+                record.qdl.dispatch == policy,
                 "the record names dispatch {}",
-                record["qdl"]["dispatch"]
+                record.qdl.dispatch
             );
             ensure!(
                 run.accuracy()?.len() == samples,
@@ -406,19 +405,17 @@ fn answers_longer_than_three_node_timeouts_leave_every_node_alive() -> Result<()
         "the run took {:?}: answers did not outlast three node timeouts",
         run.wall
     );
-    let record: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.logs.join("netdiv_run.json"))?)?;
+    let record = run.record()?;
     ensure!(
-        record["qdl"]["nodes_failed"] == 0 && record["qdl"]["resent"] == 0,
-        "a node streaming tokens was failed: {}\n{}",
-        record["qdl"],
-        record["node_changes"]
+        record.qdl.nodes_failed == 0 && record.qdl.resent == 0,
+        "a node streaming tokens was failed: {:?}\n{:?}",
+        record.qdl,
+        record.node_changes
     );
-    let per_node: Vec<u64> = record["nodes"]
-        .as_array()
-        .context("nodes")?
+    let per_node: Vec<u64> = record
+        .nodes
         .iter()
-        .map(|n| n["traffic"]["samples_sent"].as_u64().unwrap_or(0))
+        .map(|n| n.traffic.samples_sent)
         .collect();
     ensure!(
         per_node == [8, 8],

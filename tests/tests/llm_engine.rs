@@ -223,18 +223,14 @@ fn test06(run: &LoadgenRun, dir: &Path, scenario: &str) -> Result<()> {
 
 /// Each node answered samples (the run record's per-node traffic).
 fn check_both_nodes_served(run: &LoadgenRun) -> Result<()> {
-    let record: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.logs.join("netdiv_run.json"))?)?;
-    let nodes = record["nodes"]
-        .as_array()
-        .context("no nodes in netdiv_run.json")?;
+    let nodes = run.record()?.nodes;
     ensure!(nodes.len() == 2, "{} nodes in the run record", nodes.len());
-    for node in nodes {
-        let answered = node["traffic"]["answers"].as_u64().unwrap_or(0);
-        let detail = node["backend_detail"].as_str().unwrap_or_default();
+    for node in &nodes {
+        let answered = node.traffic.answers;
+        let detail = node.backend_detail.as_str();
         ensure!(
-            answered > 0 && node["backend"] == "openai",
-            "a node answered nothing, or not through its engine: {node}"
+            answered > 0 && node.backend == "openai",
+            "a node answered nothing, or not through its engine: {node:?}"
         );
         // Info names the engine's model and version.
         ensure!(
@@ -982,26 +978,20 @@ fn a_node_that_streams_nothing_is_failed_in_time_and_its_requests_are_aborted() 
         }
         let run = run.join().expect("loadgen thread")?;
         run.expect_success()?;
-        let record: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(run.logs.join("netdiv_run.json"))?)?;
-        let failed = record["node_changes"]
-            .as_array()
-            .context("node_changes")?
+        let record = run.record()?;
+        let failed = record
+            .node_changes
             .iter()
-            .find(|c| c["state"] == "failed")
-            .with_context(|| format!("the silent node was never failed: {}", record["qdl"]))?
-            .clone();
+            .find(|c| c.state == "failed")
+            .with_context(|| format!("the silent node was never failed: {:?}", record.qdl))?;
         ensure!(
-            failed["detail"]
-                .as_str()
-                .unwrap_or_default()
-                .contains("showed no progress for 2s"),
-            "{failed}"
+            failed.detail.contains("showed no progress for 2s"),
+            "{failed:?}"
         );
         ensure!(
-            record["qdl"]["cancelled"].as_u64() >= Some(1),
-            "nothing was cancelled: {}",
-            record["qdl"]
+            record.qdl.cancelled >= 1,
+            "nothing was cancelled: {:?}",
+            record.qdl
         );
         Ok((opened_at, aborted_at))
     })?;

@@ -166,39 +166,28 @@ fn a_server_run_over_two_nodes_has_a_report_that_renders_in_chromium() -> Result
     }
     // The record holds each node's round trips: every sample the LoadGen
     // traced, once (no node failed, so none was re-sent).
-    let record: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.logs.join("netdiv_run.json"))?)?;
+    let record = run.record()?;
     let completed = std::fs::read_to_string(run.logs.join("mlperf_log_trace.json"))?
         .matches("\"name\":\"Sample\",\"cat\":\"default\",\"ph\":\"b\"")
         .count() as u64;
     ensure!(completed > 0, "no sample in the trace");
     let mut timed = 0;
-    for node in record["nodes"].as_array().context("nodes")? {
+    for node in &record.nodes {
         // The nodes hold no CPU latency bound, and the record says so.
         ensure!(
-            node.get("cpu_latency_us") == Some(&serde_json::Value::Null),
+            node.cpu_latency_us.is_none(),
             "node {}: cpu_latency_us {:?}",
-            node["name"],
-            node.get("cpu_latency_us")
+            node.name,
+            node.cpu_latency_us
         );
-        let latency = &node["traffic"]["latency"];
-        let count = latency["count"].as_u64().context("latency.count")?;
+        let latency = &node.traffic.latency;
+        let count = latency.count;
+        ensure!(count > 0, "node {} timed no sample: {latency:?}", node.name);
+        let in_buckets: u64 = latency.buckets.iter().map(|(_, n)| n).sum();
+        ensure!(in_buckets == count, "{latency:?}");
         ensure!(
-            count > 0,
-            "node {} timed no sample: {latency}",
-            node["name"]
-        );
-        let in_buckets: u64 = latency["buckets"]
-            .as_array()
-            .context("buckets")?
-            .iter()
-            .map(|b| b[1].as_u64().unwrap_or(0))
-            .sum();
-        ensure!(in_buckets == count, "{latency}");
-        ensure!(
-            latency["p50_us"].as_u64() <= latency["p99_us"].as_u64()
-                && latency["p99_us"].as_u64() <= latency["max_us"].as_u64(),
-            "{latency}"
+            latency.p50_us <= latency.p99_us && latency.p99_us <= latency.max_us,
+            "{latency:?}"
         );
         timed += count;
     }

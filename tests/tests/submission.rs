@@ -10,6 +10,7 @@
 //! Needs root (network namespaces), the checkout and pip (numpy, PyYAML
 //! for the official Python tools); outside CI a missing one skips.
 
+use loadgen_node::run_record::RunRecord;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -327,12 +328,13 @@ fn check_rehearsal_marks(root: &Path) -> Result<()> {
             );
         } else if name == "netdiv_run.json" {
             records += 1;
-            let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file)?)?;
+            let record = RunRecord::read(&file)?;
             anyhow::ensure!(
-                record["rehearsal"] == true
-                    && record["rehearsal_reasons"]
-                        .to_string()
-                        .contains("own machine"),
+                record.rehearsal
+                    && record
+                        .rehearsal_reasons
+                        .iter()
+                        .any(|r| r.contains("own machine")),
                 "{} does not say it is a rehearsal",
                 file.display()
             );
@@ -443,23 +445,17 @@ fn submission_3d_unet_99_round_v6_1_at_real_sample_sizes() -> Result<()> {
     );
     // The run record beside the performance run's logs: each node's
     // traffic and Name() round trips, and the rules' bandwidth check.
-    let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(
-        root.join(".netdiv-work/nslab/3d-unet-99/Offline/performance/netdiv_run.json"),
-    )?)?;
-    assert_eq!(record["round"], "v6.1");
-    assert_eq!(record["loadgen"], "official");
-    let rule = record["bandwidth"]["rule"].as_str().unwrap_or_default();
-    assert!(rule.contains("32944795 x 4 B"), "{record}");
-    for node in record["nodes"].as_array().expect("nodes") {
-        assert!(
-            node["traffic"]["bytes_sent"].as_u64().unwrap_or(0) > 64 << 20,
-            "{node}"
-        );
-        assert!(!node["traffic"]["name_round_trips_us"]
-            .as_array()
-            .unwrap()
-            .is_empty());
-        assert!(node["failure"].is_null(), "{node}");
+    let record = RunRecord::read(
+        &root.join(".netdiv-work/nslab/3d-unet-99/Offline/performance/netdiv_run.json"),
+    )?;
+    assert_eq!(record.round, "v6.1");
+    assert_eq!(record.loadgen, "official");
+    let rule = &record.bandwidth.rule;
+    assert!(rule.contains("32944795 x 4 B"), "{record:?}");
+    for node in &record.nodes {
+        assert!(node.traffic.bytes_sent > 64 << 20, "{node:?}");
+        assert!(!node.traffic.name_round_trips_us.is_empty());
+        assert!(node.failure.is_none(), "{node:?}");
     }
     let verify = std::fs::read_to_string(scenario.join("TEST01/verify_accuracy.txt"))?;
     assert!(verify.lines().any(|l| l.trim() == "TEST PASS"), "{verify}");
@@ -936,15 +932,14 @@ fn submission_mode_ends_the_run_when_a_node_is_lost() -> Result<()> {
                 .filter(|p| p.ends_with("netdiv_run.json"))
         })
         .context("the run names its record")?;
-    let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(record_path)?)?;
-    let failed: Vec<&serde_json::Value> = record["nodes"]
-        .as_array()
-        .expect("nodes")
+    let record = RunRecord::read(Path::new(record_path))?;
+    let failed: Vec<_> = record
+        .nodes
         .iter()
-        .filter(|n| !n["failure"].is_null())
+        .filter(|n| n.failure.is_some())
         .collect();
-    assert_eq!(failed.len(), 1, "{record}");
-    assert_eq!(failed[0]["name"], "ns-node-2");
+    assert_eq!(failed.len(), 1, "{record:?}");
+    assert_eq!(failed[0].name, "ns-node-2");
     let _ = nodes[1].1.child.wait();
     nodes.clear();
     Ok(())
@@ -1042,14 +1037,12 @@ fn submission_mode_ends_the_run_when_name_fails() -> Result<()> {
     );
     // The official LoadGen cannot be told; the record is written before
     // the process exits, saying why.
-    let record: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("logs/netdiv_run.json"))
-            .context("no run record after the failed Name()")?,
-    )?;
-    let failure = record["failure"].as_str().unwrap_or_default();
+    let record = RunRecord::read(&dir.path().join("logs/netdiv_run.json"))
+        .context("no run record after the failed Name()")?;
+    let failure = record.failure.as_deref().unwrap_or_default();
     assert!(
         failure.contains("Name() failed") && failure.contains("name service down"),
-        "{record}"
+        "{record:?}"
     );
     drop(runtime);
     Ok(())

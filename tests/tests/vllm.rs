@@ -371,12 +371,11 @@ fn vllm_killed_mid_run_moves_its_samples_and_serves_again_once_back() -> Result<
         "the node did not decline its samples for its engine:\n{}",
         netdiv_tests::tail(&run.stderr, 30)
     );
-    let record: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.logs.join("netdiv_run.json"))?)?;
+    let record = run.record()?;
     ensure!(
-        record["qdl"]["resent"].as_u64() > Some(0),
-        "nothing was sent again: {}",
-        record["qdl"]
+        record.qdl.resent > 0,
+        "nothing was sent again: {:?}",
+        record.qdl
     );
     wait_for_health(&node, ServingStatus::NotServing, Duration::from_secs(10))?;
 

@@ -185,6 +185,18 @@ pub struct OfficialRun<'a> {
     pub on_fatal: Option<&'a (dyn Fn(&str) + Sync)>,
 }
 
+impl std::fmt::Debug for OfficialRun<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OfficialRun")
+            .field("round", &self.round)
+            .field("scenario", &self.scenario)
+            .field("mode", &self.mode)
+            .field("model", &self.model)
+            .field("outdir", &self.outdir)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Completions into the official LoadGen.
 struct OfficialSink {
     counters: Arc<Counters>,

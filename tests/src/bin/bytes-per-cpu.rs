@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use serde_json::Value;
 
 use netdiv_tests::bench::{finish_benchmark, machine_description, median};
@@ -247,23 +247,17 @@ fn process_cpu(pid: u32) -> Result<Duration> {
 /// how many samples completed.
 fn traffic(run: &LoadgenRun) -> Result<(f64, f64, f64)> {
     run.expect_success()?;
-    let path = run.logs.join("netdiv_run.json");
-    let record: Value = serde_json::from_str(
-        &std::fs::read_to_string(&path)
-            .with_context(|| format!("cannot read {}", path.display()))?,
-    )?;
-    let bytes: f64 = record["nodes"]
-        .as_array()
-        .context("no nodes in the run record")?
+    let record = run.record()?;
+    ensure!(!record.nodes.is_empty(), "no nodes in the run record");
+    let bytes: f64 = record
+        .nodes
         .iter()
-        .filter_map(|n| n["traffic"]["bytes_sent"].as_f64())
+        .map(|n| n.traffic.bytes_sent as f64)
         .sum();
-    let seconds = record["qdl"]["traffic_seconds"]
-        .as_f64()
+    let seconds = Some(record.qdl.traffic_seconds)
         .filter(|s| *s > 0.0)
         .context("no qdl.traffic_seconds in the run record")?;
-    let completed = record["qdl"]["completed"]
-        .as_f64()
+    let completed = Some(record.qdl.completed as f64)
         .filter(|n| *n > 0.0)
         .context("no qdl.completed in the run record")?;
     Ok((bytes, seconds, completed))

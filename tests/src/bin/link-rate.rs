@@ -26,7 +26,6 @@ use netdiv_tests::mlperf_logs::summary_value;
 use netdiv_tests::netns::{self, Netns};
 use netdiv_tests::network_run::{loadgen, LoadgenRun};
 use netdiv_tests::{loadgen_node_bin, test_dir, write_file};
-use serde_json::Value;
 
 /// Bytes of one ResNet-50 input (224 x 224 x 3, uint8).
 const SAMPLE_BYTES: f64 = 150_528.0;
@@ -255,17 +254,14 @@ fn goodput(run: &LoadgenRun) -> Result<Goodput> {
         .context("no samples per second in the summary")?
         .parse()
         .context("samples per second is not a number")?;
-    let path = run.logs.join("netdiv_run.json");
-    let record: Value = serde_json::from_str(
-        &std::fs::read_to_string(&path)
-            .with_context(|| format!("cannot read {}", path.display()))?,
-    )?;
-    let traffic = &record["nodes"][0]["traffic"];
-    let sent = traffic["bytes_sent"]
-        .as_f64()
-        .context("bytes_sent in the run record")?;
-    let decoded = traffic["decoded_bytes_sent"]
-        .as_f64()
+    let record = run.record()?;
+    let traffic = &record
+        .nodes
+        .first()
+        .context("no node in the run record")?
+        .traffic;
+    let sent = traffic.bytes_sent as f64;
+    let decoded = Some(traffic.decoded_bytes_sent as f64)
         .filter(|n| *n > 0.0)
         .context("decoded_bytes_sent in the run record")?;
     Ok(Goodput {

@@ -14,6 +14,8 @@
 //!
 //! Usage: `cargo run --release -p netdiv-tests --bin unet-wire`.
 
+use loadgen_node::run_record::RunRecord;
+use qdl::network::traffic::NodeTrafficReport;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
@@ -34,7 +36,7 @@ struct Measured {
     output_wire_bytes_per_s: f64,
 }
 
-fn loadgen(args: &[String], out: &Path) -> Result<(f64, Option<serde_json::Value>)> {
+fn loadgen(args: &[String], out: &Path) -> Result<(f64, Option<RunRecord>)> {
     let status = Command::new(loadgen_node_bin()?)
         .arg("run")
         .args(args)
@@ -58,23 +60,13 @@ fn loadgen(args: &[String], out: &Path) -> Result<(f64, Option<serde_json::Value
     let throughput = detail_value(&detail, "result_samples_per_second")
         .and_then(serde_json::Value::as_f64)
         .context("no result_samples_per_second")?;
-    let record = std::fs::read_to_string(out.join("netdiv_run.json"))
-        .ok()
-        .map(|t| serde_json::from_str(&t))
-        .transpose()?;
+    let record = RunRecord::read_in(out)?;
     Ok((throughput, record))
 }
 
-fn total(record: &serde_json::Value, key: &str) -> f64 {
-    record["nodes"]
-        .as_array()
-        .map(|nodes| {
-            nodes
-                .iter()
-                .filter_map(|n| n["traffic"][key].as_f64())
-                .sum()
-        })
-        .unwrap_or(0.0)
+/// A traffic count summed over the run's nodes.
+fn total(record: &RunRecord, count: impl Fn(&NodeTrafficReport) -> u64) -> f64 {
+    record.nodes.iter().map(|n| count(&n.traffic) as f64).sum()
 }
 
 fn network(dir: &Path, lz4: bool, user_conf: &Path, run: usize) -> Result<Measured> {
@@ -111,17 +103,14 @@ fn network(dir: &Path, lz4: bool, user_conf: &Path, run: usize) -> Result<Measur
     let out = dir.join(format!("net-{lz4}-{run}"));
     let (throughput, record) = loadgen(&args, &out)?;
     let record = record.context("no run record")?;
-    let seconds = record["qdl"]["traffic_seconds"]
-        .as_f64()
-        .unwrap_or(0.0)
-        .max(1e-9);
-    let samples = total(&record, "samples_sent").max(1.0);
-    let decoded_per_sample = total(&record, "decoded_bytes_sent") / samples;
+    let seconds = record.qdl.traffic_seconds.max(1e-9);
+    let samples = total(&record, |t| t.samples_sent).max(1.0);
+    let decoded_per_sample = total(&record, |t| t.decoded_bytes_sent) / samples;
     Ok(Measured {
         samples_per_s: throughput,
         input_decoded_bytes_per_s: throughput * decoded_per_sample,
-        input_wire_bytes_per_s: total(&record, "bytes_sent") / seconds,
-        output_wire_bytes_per_s: total(&record, "bytes_received") / seconds,
+        input_wire_bytes_per_s: total(&record, |t| t.bytes_sent) / seconds,
+        output_wire_bytes_per_s: total(&record, |t| t.bytes_received) / seconds,
     })
 }
 
