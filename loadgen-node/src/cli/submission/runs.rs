@@ -151,7 +151,7 @@ impl ScenarioRuns<'_> {
             self.scenario,
             verdict.why()
         );
-        if !self.args.run.rehearsal || self.args.stop_on_invalid {
+        if an_invalid_run_stops(self.args.run.rehearsal, self.args.stop_on_invalid) {
             bail!(
                 "{what}\n(logs: {}; no further run was started)",
                 run.join("mlperf_log_summary.txt").display()
@@ -350,9 +350,28 @@ fn copy_record(run: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Whether an INVALID run ends the submission: always for a result (no
+/// INVALID run can be part of one), and for a rehearsal only when asked
+/// (`--stop-on-invalid`); otherwise the rehearsal carries on, marked.
+fn an_invalid_run_stops(rehearsal: bool, stop_on_invalid: bool) -> bool {
+    !rehearsal || stop_on_invalid
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_invalid_run_ends_every_submission_that_is_not_a_rehearsal() {
+        // A result stops at an INVALID run, whatever --stop-on-invalid
+        // says; a rehearsal carries on unless told to stop. (On one
+        // machine every submission is a rehearsal, so the integration
+        // test reaches the stop through --stop-on-invalid only.)
+        assert!(an_invalid_run_stops(false, false));
+        assert!(an_invalid_run_stops(false, true));
+        assert!(an_invalid_run_stops(true, true));
+        assert!(!an_invalid_run_stops(true, false));
+    }
 
     fn passed_through(args: impl Iterator<Item = String>) -> Vec<String> {
         crate::cli::child::run_flags(args, SUBMISSION_ONLY)
