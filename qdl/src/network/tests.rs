@@ -261,6 +261,17 @@ fn qdl(
     NetworkSut::in_process(links, config, Arc::new(store)).unwrap()
 }
 
+/// A QDL over two nodes with 8 ResNet-50 samples, round robin in pieces
+/// of 4: a query of all 8 gives each node one piece. `tune` changes the
+/// rest.
+fn halves(nodes: &[Arc<ScriptedNode>], tune: impl FnOnce(&mut QdlConfig)) -> NetworkSut {
+    qdl(nodes, "resnet50", 8, |c| {
+        c.policy = DispatchPolicy::RoundRobin;
+        c.max_piece_samples = 4;
+        tune(c);
+    })
+}
+
 /// Issues the samples at `indices` (response id = QSL index + 1000).
 fn issue(qdl: &NetworkSut, indices: std::ops::Range<usize>) -> Arc<RecordingSink> {
     let sink = Arc::new(RecordingSink::default());
@@ -309,11 +320,7 @@ fn every_sample_completes_once_through_local_links() {
 #[test]
 fn a_vanished_nodes_samples_complete_once_on_the_other() {
     let nodes = nodes(2, "resnet50");
-    // Round robin: each node gets a piece of 4.
-    let qdl = qdl(&nodes, "resnet50", 8, |c| {
-        c.policy = DispatchPolicy::RoundRobin;
-        c.max_piece_samples = 4;
-    });
+    let qdl = halves(&nodes, |_| {});
     let sink = issue(&qdl, 0..8);
     let held_by_0 = nodes[0].take_samples(4);
     let held_by_1 = nodes[1].take_samples(4);
@@ -343,10 +350,7 @@ fn a_vanished_nodes_samples_complete_once_on_the_other() {
 #[test]
 fn declined_samples_go_to_the_other_node_and_the_decliner_gets_no_more() {
     let nodes = nodes(2, "resnet50");
-    let qdl = qdl(&nodes, "resnet50", 8, |c| {
-        c.policy = DispatchPolicy::RoundRobin;
-        c.max_piece_samples = 4;
-    });
+    let qdl = halves(&nodes, |_| {});
     let sink = issue(&qdl, 0..8);
     let declined = nodes[0].take_samples(4);
     let kept = nodes[1].take_samples(4);
@@ -376,9 +380,7 @@ fn declined_samples_go_to_the_other_node_and_the_decliner_gets_no_more() {
 #[test]
 fn a_late_answer_after_the_node_timeout_does_not_complete_twice() {
     let nodes = nodes(2, "resnet50");
-    let qdl = qdl(&nodes, "resnet50", 8, |c| {
-        c.policy = DispatchPolicy::RoundRobin;
-        c.max_piece_samples = 4;
+    let qdl = halves(&nodes, |c| {
         c.node_timeout = Some(Duration::from_millis(100));
     });
     let sink = issue(&qdl, 0..8);
@@ -433,9 +435,7 @@ fn first_tokens_reach_the_loadgen_before_their_completions_and_once() {
 #[test]
 fn a_vanished_node_rejoins_and_takes_work_again() {
     let nodes = nodes(2, "resnet50");
-    let qdl = qdl(&nodes, "resnet50", 8, |c| {
-        c.policy = DispatchPolicy::RoundRobin;
-        c.max_piece_samples = 4;
+    let qdl = halves(&nodes, |c| {
         c.rejoin = Some(Backoff {
             first: Duration::from_millis(1),
             max: Duration::from_millis(10),
@@ -462,9 +462,7 @@ fn a_vanished_node_rejoins_and_takes_work_again() {
 #[test]
 fn a_lost_node_in_submission_mode_fails_the_run_and_moves_nothing() {
     let nodes = nodes(2, "resnet50");
-    let qdl = qdl(&nodes, "resnet50", 8, |c| {
-        c.policy = DispatchPolicy::RoundRobin;
-        c.max_piece_samples = 4;
+    let qdl = halves(&nodes, |c| {
         c.no_failover = true;
     });
     let sink = issue(&qdl, 0..8);
