@@ -10,8 +10,14 @@
 //!   implement, and the adapters netdiv has: an instant null SUT, the
 //!   sut-node's backend in this process, the QDL over the network, and
 //!   (feature `official`) the same QDL under the official C++ LoadGen;
+//! * [`qsl`]: the query sample library's samples: synthetic data, `.npy`
+//!   folders and the reference data sets (pickles, pandas frames, JSON),
+//!   read and compressed at LoadSamplesToRam into the store the QDL sends
+//!   from;
 //! * [`round`]: the MLPerf round a run is for, which picks the official
 //!   LoadGen release, the mlperf.conf and the Datacenter suite together;
+//! * [`mlperf_logs`]: the four files a LoadGen run writes, read the one
+//!   way everything here reads them;
 //! * [`run_record`]: the typed record of a network run (`netdiv_run.json`)
 //!   that the run writes and the report, audit, submission and tests read.
 //!
@@ -23,6 +29,8 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod engine;
+pub mod mlperf_logs;
+pub mod qsl;
 pub mod round;
 pub mod run_record;
 pub mod sut;

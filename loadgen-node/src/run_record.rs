@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use qdl::network::traffic::NodeTrafficReport;
+use qdl::NodeTrafficReport;
 use serde::{Deserialize, Serialize};
 
 /// The record's file name.

@@ -5,7 +5,7 @@ mod first_token;
 
 use std::ops::Range;
 
-pub use first_token::{FirstToken, FirstTokenFit, FIRST_TOKEN_WEIGHT};
+pub(crate) use first_token::{FirstToken, FirstTokenFit};
 
 /// How whole queries are assigned to nodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,30 +30,30 @@ pub enum DispatchPolicy {
 /// Tokens of decoding each running sequence stands for in
 /// [`NodeLoad::work`]: its answer's length is unknown when it is sent, and
 /// answers of the LLM benchmarks average a few hundred tokens.
-pub const SEQUENCE_TOKENS: f64 = 256.0;
+pub(crate) const SEQUENCE_TOKENS: f64 = 256.0;
 
 /// Seconds after which half of what a rate estimate has seen is forgotten,
 /// so a node that slows down is seen within seconds.
-pub const RATE_HALF_LIFE_SECS: f64 = 5.0;
+pub(crate) const RATE_HALF_LIFE_SECS: f64 = 5.0;
 
 /// The share of the window a node gets under the token-aware policy until
 /// it has answered something and so has a rate.
-pub const WARMUP_SHARE: f64 = 0.125;
+pub(crate) const WARMUP_SHARE: f64 = 0.125;
 
 /// First tokens after which the most sequences any node has been seen
 /// running counts as how many a node can run: until it has stood that
 /// long the fleet is still filling, and a node running the most it has
 /// run may well run more.
-pub const RUNS_SETTLE_FIRST_TOKENS: u64 = 256;
+pub(crate) const RUNS_SETTLE_FIRST_TOKENS: u64 = 256;
 
 /// How much faster per sequence than a node another must be for
 /// [`Dispatcher::leaves_for_faster`] to count it: equal nodes measured a
 /// little apart do not hold work back from each other.
-pub const FASTER_BY: f64 = 1.1;
+pub(crate) const FASTER_BY: f64 = 1.1;
 
 /// What a node holds, as the policies weigh it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct NodeLoad {
+pub(crate) struct NodeLoad {
     /// Samples (sequences) sent and not yet answered.
     pub samples: u64,
     /// The bytes on the wire of those not yet started (no first token
@@ -68,7 +68,7 @@ pub struct NodeLoad {
 impl NodeLoad {
     /// The work this stands for, in tokens: the prompts' tokens (token ids
     /// travel as 4-byte integers) and [`SEQUENCE_TOKENS`] per sequence.
-    pub fn work(&self) -> f64 {
+    pub(crate) fn work(&self) -> f64 {
         self.bytes as f64 / 4.0 + self.samples as f64 * SEQUENCE_TOKENS
     }
 }
@@ -78,7 +78,7 @@ impl NodeLoad {
 /// held), with what it did long ago fading ([`RATE_HALF_LIFE_SECS`] of
 /// the run's time).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct RateEstimate {
+pub(crate) struct RateEstimate {
     work: f64,
     secs: f64,
 }
@@ -86,14 +86,14 @@ pub struct RateEstimate {
 impl RateEstimate {
     /// `work` was answered over `secs` seconds of what is measured, within
     /// `elapsed` seconds of the run.
-    pub fn observe(&mut self, work: f64, secs: f64, elapsed: f64) {
+    pub(crate) fn observe(&mut self, work: f64, secs: f64, elapsed: f64) {
         let keep = (-elapsed.max(0.0) / RATE_HALF_LIFE_SECS).exp2();
         self.work = self.work * keep + work;
         self.secs = self.secs * keep + secs.max(0.0);
     }
 
     /// Work per second, once there is any to go by.
-    pub fn rate(&self) -> Option<f64> {
+    pub(crate) fn rate(&self) -> Option<f64> {
         (self.secs > 0.0 && self.work > 0.0).then(|| self.work / self.secs)
     }
 }
@@ -125,7 +125,7 @@ impl std::fmt::Display for DispatchPolicy {
 
 /// The state a policy needs between decisions.
 #[derive(Debug)]
-pub struct Dispatcher {
+pub(crate) struct Dispatcher {
     policy: DispatchPolicy,
     next: usize,
     rng: u64,
@@ -164,7 +164,7 @@ pub struct Dispatcher {
 
 /// How long a node held what it answered, for [`Dispatcher::observe`].
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Held {
+pub(crate) struct Held {
     /// Seconds since it last answered or, if it was idle, since it was
     /// sent work.
     pub busy_secs: f64,
@@ -175,7 +175,7 @@ pub struct Held {
 impl Dispatcher {
     /// For `nodes` nodes; `seed` drives the random choices (any value
     /// works).
-    pub fn new(policy: DispatchPolicy, nodes: usize, seed: u64) -> Self {
+    pub(crate) fn new(policy: DispatchPolicy, nodes: usize, seed: u64) -> Self {
         let mut dispatcher = Self {
             policy,
             next: 0,
@@ -198,13 +198,13 @@ impl Dispatcher {
     /// Offline run's first answers to a fraction of the nodes' sequences,
     /// for minutes when answers are long), and none is taken for a node
     /// that would queue.
-    pub fn windows_are_capacity(&mut self) {
+    pub(crate) fn windows_are_capacity(&mut self) {
         self.capacity_windows = true;
         self.refresh();
     }
 
     /// `node` answered `done`, having held work as `held` says.
-    pub fn observe(&mut self, node: usize, done: NodeLoad, held: Held) {
+    pub(crate) fn observe(&mut self, node: usize, done: NodeLoad, held: Held) {
         let work = done.work();
         self.rates[node].observe(work, held.busy_secs, held.busy_secs);
         self.speeds[node].observe(work, held.sequence_secs, held.busy_secs);
@@ -212,14 +212,14 @@ impl Dispatcher {
     }
 
     /// A sample's first token came from `node`.
-    pub fn observe_first_token(&mut self, node: usize, first: FirstToken) {
+    pub(crate) fn observe_first_token(&mut self, node: usize, first: FirstToken) {
         self.first_tokens[node].observe(first);
         self.runs_settled_for = self.runs_settled_for.saturating_add(1);
     }
 
     /// `node` failed or came back: what it showed before says nothing of
     /// what it does now.
-    pub fn forget(&mut self, node: usize) {
+    pub(crate) fn forget(&mut self, node: usize) {
         self.first_tokens[node] = FirstTokenFit::default();
         self.rates[node] = RateEstimate::default();
         self.speeds[node] = RateEstimate::default();
@@ -250,7 +250,7 @@ impl Dispatcher {
     /// all handed out before any rate is known. Kept up to date by
     /// [`Dispatcher::observe`] and [`Dispatcher::forget`], so reading it
     /// costs nothing per decision.
-    pub fn window_shares(&self) -> &[f64] {
+    pub(crate) fn window_shares(&self) -> &[f64] {
         &self.shares
     }
 
@@ -318,7 +318,7 @@ impl Dispatcher {
     /// speed, against one over this node's speed. Only with windows sized
     /// by the nodes' sequences (`capacities`), under the token-aware
     /// policy, once speeds are measured.
-    pub fn leaves_for_faster(
+    pub(crate) fn leaves_for_faster(
         &self,
         node: usize,
         healthy: &[bool],
@@ -354,7 +354,12 @@ impl Dispatcher {
 
     /// The node for the next piece (`piece`: what it carries), given what
     /// each node holds and which may take more; `None` when none may.
-    pub fn pick(&mut self, loads: &[NodeLoad], open: &[bool], piece: NodeLoad) -> Option<usize> {
+    pub(crate) fn pick(
+        &mut self,
+        loads: &[NodeLoad],
+        open: &[bool],
+        piece: NodeLoad,
+    ) -> Option<usize> {
         let candidates: Vec<usize> = (0..open.len()).filter(|&i| open[i]).collect();
         if candidates.is_empty() {
             return None;
@@ -439,7 +444,7 @@ impl Dispatcher {
 /// nodes one by one as the nodes have room, so a large (Offline) query is
 /// spread over every node while a small one stays whole; pieces of two
 /// queries are never merged.
-pub fn pieces(sizes: &[u64], max_samples: usize, max_bytes: u64) -> Vec<Range<usize>> {
+pub(crate) fn pieces(sizes: &[u64], max_samples: usize, max_bytes: u64) -> Vec<Range<usize>> {
     let max_samples = max_samples.max(1);
     let mut out = Vec::new();
     let mut start = 0;

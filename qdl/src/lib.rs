@@ -1,7 +1,8 @@
 //! # qdl
 //!
 //! The Query Dispatch Library on the LoadGen node: it presents several
-//! sut-node daemons to a LoadGen as one SUT, [`NetworkSut`]. It does only
+//! sut-node daemons to a LoadGen as one SUT, [`NetworkSut`]. Its modules
+//! are private; what a LoadGen node uses is re-exported here. It does only
 //! what the Network-division rules allow a QDL to do: forward queries
 //! (split when large, never merged), send the QSL's bytes unchanged,
 //! decode the lossless compression of responses the rules' table allows, and complete every
@@ -15,8 +16,9 @@
 //!   loaded of two random choices) and how a query is cut into pieces;
 //! * [`name`]: the aggregated `Name()` the rules require;
 //! * [`node_url`]: `grpc://host:port` / `quic://host:port` addresses;
-//! * [`samples`]: the QSL's sample store (synthetic or `.npy` data, loaded
-//!   and compressed at LoadSamplesToRam);
+//! * [`loaded`]: what the QDL reads of the QSL, the samples loaded at
+//!   LoadSamplesToRam as they travel (the QSL itself is the LoadGen
+//!   node's);
 //! * [`tls`]: client TLS and mTLS for both transports;
 //! * [`link`]: the gRPC and QUIC connections, the in-process link to a
 //!   node in this process, and their typed errors.
@@ -28,19 +30,25 @@
 // binaries decide where they go (netdiv_proto::logging).
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
-pub mod dispatch;
-pub mod link;
-pub mod name;
-pub mod network;
-pub mod node_url;
-pub mod pool;
-pub mod samples;
-pub mod sink;
-pub mod tls;
+mod dispatch;
+mod link;
+mod loaded;
+mod name;
+mod network;
+mod node_url;
+mod pool;
+mod sink;
+mod tls;
 
+pub use dispatch::DispatchPolicy;
 pub use link::{Call, InProcessNode, LinkError, NodeAnswers, QueryPath};
+pub use loaded::{LoadedView, QslBytes, StoredSample};
+pub use name::NameError;
+pub use network::traffic::{LatencySummary, NodeTrafficReport};
 pub use network::{
-    defaults, describe_nodes, Backoff, NetworkSut, NodeState, NodeStateChange, QdlConfig, QdlError,
-    QdlStats,
+    defaults, describe_nodes, Backoff, NetworkObserver, NetworkSut, NodeCounts, NodeState,
+    NodeStateChange, QdlConfig, QdlError, QdlStats,
 };
+pub use node_url::{DnsExpansionError, InvalidNodeUrl, NodeUrl, Transport};
 pub use sink::{CompletionSink, Response};
+pub use tls::{ClientTls, TlsError};

@@ -22,7 +22,7 @@ pub enum NameError {
 
 /// Builds the SUT name from `(node address, name it answered)` pairs, in
 /// the order the nodes were configured.
-pub fn aggregate(answers: &[(String, String)]) -> Result<String, NameError> {
+pub(crate) fn aggregate(answers: &[(String, String)]) -> Result<String, NameError> {
     if answers.is_empty() {
         return Err(NameError::NoNodes);
     }

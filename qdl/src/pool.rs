@@ -23,7 +23,7 @@ use crate::dispatch::{DispatchPolicy, Dispatcher, FirstToken, Held, NodeLoad};
 
 /// One sample to run: the LoadGen's response id and where its bytes are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SampleRef {
+pub(crate) struct SampleRef {
     /// The LoadGen's response id.
     pub response_id: u64,
     /// The sample's QSL index, where its bytes are in the store.
@@ -36,7 +36,7 @@ pub struct SampleRef {
 /// large query becomes several pieces, pieces of two queries never merge.
 /// `T` is whatever the caller needs back on completion (its sink).
 #[derive(Clone, Debug)]
-pub struct Piece<T> {
+pub(crate) struct Piece<T> {
     /// The QDL's id of the query the piece belongs to.
     pub query_id: u64,
     /// Its samples, in issue order.
@@ -47,7 +47,7 @@ pub struct Piece<T> {
 
 /// An instruction to the transports: send this piece to that node.
 #[derive(Debug)]
-pub struct SendTo<T> {
+pub(crate) struct SendTo<T> {
     /// The node, by its index in the configured order.
     pub node: usize,
     /// What to send it.
@@ -106,7 +106,7 @@ struct Outstanding<T> {
 /// When a sample outstanding on a node was sent there, and when its first
 /// token came back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SampleTiming {
+pub(crate) struct SampleTiming {
     /// When its piece left for the node.
     pub sent_at: Instant,
     /// When the node's first token of it came, if one did.
@@ -171,7 +171,7 @@ impl<T> NodeSlot<T> {
 /// Every node failed; the run cannot go on.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("every SUT node has failed ({failures}); {stranded} samples cannot be completed")]
-pub struct AllNodesFailed {
+pub(crate) struct AllNodesFailed {
     /// Each node's failure, `node 0: ...; node 1: ...`.
     pub failures: String,
     /// Samples that waited for a node and now cannot run.
@@ -179,7 +179,7 @@ pub struct AllNodesFailed {
 }
 
 /// The pool's state; wrap it in a lock to share it.
-pub struct Pool<T> {
+pub(crate) struct Pool<T> {
     nodes: Vec<NodeSlot<T>>,
     pending: VecDeque<Piece<T>>,
     /// Samples in `pending`, kept as they come and go (a pump per answer
@@ -220,7 +220,12 @@ impl<T> std::fmt::Debug for Pool<T> {
 impl<T: Clone> Pool<T> {
     /// A pool over `node_count` healthy nodes; `seed` seeds the random
     /// choices of the dispatch policy.
-    pub fn new(node_count: usize, policy: DispatchPolicy, window: Window, seed: u64) -> Self {
+    pub(crate) fn new(
+        node_count: usize,
+        policy: DispatchPolicy,
+        window: Window,
+        seed: u64,
+    ) -> Self {
         Self {
             nodes: (0..node_count)
                 .map(|_| NodeSlot {
@@ -257,21 +262,16 @@ impl<T: Clone> Pool<T> {
     /// at start, if smaller), so what a node cannot start waits here,
     /// where it can still go to any node; and the dispatcher knows no
     /// node queues what it is sent.
-    pub fn size_windows_by_sequences(&mut self, sequences: &[u64]) {
+    pub(crate) fn size_windows_by_sequences(&mut self, sequences: &[u64]) {
         for (window, &n) in self.windows.iter_mut().zip(sequences) {
             window.samples = window.samples.min(n.max(1));
         }
         self.dispatcher.windows_are_capacity();
     }
 
-    /// Each node's window, in node order.
-    pub fn windows(&self) -> &[Window] {
-        &self.windows
-    }
-
     /// Queues pieces and returns what can be sent now; an error once no
     /// node is left to run them.
-    pub fn submit(
+    pub(crate) fn submit(
         &mut self,
         pieces: impl IntoIterator<Item = Piece<T>>,
     ) -> Result<Vec<SendTo<T>>, AllNodesFailed> {
@@ -292,7 +292,11 @@ impl<T: Clone> Pool<T> {
     /// given, the tag of each id that counts (`None`: not outstanding on
     /// that node, so already completed or moved; the caller drops it), and
     /// the sends the freed room allows.
-    pub fn complete(&mut self, node: usize, ids: &[u64]) -> (Vec<Option<T>>, Vec<SendTo<T>>) {
+    pub(crate) fn complete(
+        &mut self,
+        node: usize,
+        ids: &[u64],
+    ) -> (Vec<Option<T>>, Vec<SendTo<T>>) {
         let slot = &mut self.nodes[node];
         let first_tokens = &mut self.first_tokens;
         let now = Instant::now();
@@ -330,7 +334,7 @@ impl<T: Clone> Pool<T> {
     /// `node` and none of its first tokens was handed on before. The rest
     /// (`None`) the caller drops; they are counted in
     /// [`Pool::late_first_tokens`].
-    pub fn first_token(&mut self, node: usize, ids: &[u64]) -> Vec<Option<T>> {
+    pub(crate) fn first_token(&mut self, node: usize, ids: &[u64]) -> Vec<Option<T>> {
         let slot = &mut self.nodes[node];
         let now = Instant::now();
         ids.iter()
@@ -365,7 +369,7 @@ impl<T: Clone> Pool<T> {
     /// `node` says it has generated `tokens_generated` tokens since it
     /// started: if the count moved, the node is alive (for the
     /// watchdog), whatever its answers' length.
-    pub fn token_progress(&mut self, node: usize, tokens_generated: u64) {
+    pub(crate) fn token_progress(&mut self, node: usize, tokens_generated: u64) {
         let slot = &mut self.nodes[node];
         if slot.failure.is_none() && slot.tokens_seen != tokens_generated {
             slot.tokens_seen = tokens_generated;
@@ -375,19 +379,19 @@ impl<T: Clone> Pool<T> {
 
     /// The samples outstanding on `node`: what it must be told to drop
     /// before they are taken back from it.
-    pub fn outstanding_ids(&self, node: usize) -> Vec<u64> {
+    pub(crate) fn outstanding_ids(&self, node: usize) -> Vec<u64> {
         self.nodes[node].outstanding.keys().copied().collect()
     }
 
     /// First tokens dropped so far: late (their node no longer held the
     /// sample) or a second one for a sample.
-    pub fn late_first_tokens(&self) -> u64 {
+    pub(crate) fn late_first_tokens(&self) -> u64 {
         self.late_first_tokens
     }
 
     /// `node` declined these samples without running them (it is shutting
     /// down): stop sending it work, and send them elsewhere first.
-    pub fn decline(
+    pub(crate) fn decline(
         &mut self,
         node: usize,
         ids: &[u64],
@@ -410,7 +414,11 @@ impl<T: Clone> Pool<T> {
 
     /// `node` is gone (connection lost, protocol error): every sample it
     /// still held goes back to the front of the queue for the others.
-    pub fn fail(&mut self, node: usize, reason: &str) -> Result<Vec<SendTo<T>>, AllNodesFailed> {
+    pub(crate) fn fail(
+        &mut self,
+        node: usize,
+        reason: &str,
+    ) -> Result<Vec<SendTo<T>>, AllNodesFailed> {
         let slot = &mut self.nodes[node];
         if slot.failure.is_none() {
             slot.failure = Some(reason.to_string());
@@ -425,7 +433,7 @@ impl<T: Clone> Pool<T> {
     /// takes work again. Whatever it still held from before (a declining
     /// node's undeclined samples) is taken back first and sent again, since
     /// answers from its old connection are no longer heard.
-    pub fn rejoin(&mut self, node: usize) -> Vec<SendTo<T>> {
+    pub(crate) fn rejoin(&mut self, node: usize) -> Vec<SendTo<T>> {
         let slot = &mut self.nodes[node];
         slot.failure = None;
         let returned = slot.take_all();
@@ -436,7 +444,7 @@ impl<T: Clone> Pool<T> {
 
     /// Gives up on everything queued or outstanding (no node is left) and
     /// returns the tags of what was given up, one per piece or sample.
-    pub fn strand(&mut self) -> Vec<T> {
+    pub(crate) fn strand(&mut self) -> Vec<T> {
         self.pending_samples = 0;
         let mut tags: Vec<T> = self.pending.drain(..).map(|p| p.tag).collect();
         for slot in &mut self.nodes {
@@ -449,7 +457,7 @@ impl<T: Clone> Pool<T> {
     /// When the sample `id` outstanding on `node` was sent there and its
     /// first token came; `None` if it is not outstanding there (its answer
     /// will not count).
-    pub fn timing(&self, node: usize, id: u64) -> Option<SampleTiming> {
+    pub(crate) fn timing(&self, node: usize, id: u64) -> Option<SampleTiming> {
         self.nodes[node].outstanding.get(&id).map(|o| SampleTiming {
             sent_at: o.sent_at,
             first_token_at: o.first_token_at,
@@ -457,12 +465,12 @@ impl<T: Clone> Pool<T> {
     }
 
     /// Why `node` failed, if it did.
-    pub fn failure(&self, node: usize) -> Option<&str> {
+    pub(crate) fn failure(&self, node: usize) -> Option<&str> {
         self.nodes[node].failure.as_deref()
     }
 
     /// Whether `node` still takes work.
-    pub fn is_healthy(&self, node: usize) -> bool {
+    pub(crate) fn is_healthy(&self, node: usize) -> bool {
         self.nodes[node].failure.is_none()
     }
 
@@ -470,7 +478,7 @@ impl<T: Clone> Pool<T> {
     /// every sign of progress (completions, first tokens, its token count
     /// moving), for a watchdog to tell a busy node from a stuck one;
     /// `None` once failed.
-    pub fn progress(&self, node: usize) -> Option<(u64, u64)> {
+    pub(crate) fn progress(&self, node: usize) -> Option<(u64, u64)> {
         let n = &self.nodes[node];
         n.failure
             .is_none()
@@ -479,23 +487,23 @@ impl<T: Clone> Pool<T> {
 
     /// Samples sent to `node` and not yet completed, and those it
     /// completed (answers that counted).
-    pub fn node_counts(&self, node: usize) -> (u64, u64) {
+    pub(crate) fn node_counts(&self, node: usize) -> (u64, u64) {
         let n = &self.nodes[node];
         (n.in_flight, n.completed)
     }
 
     /// Samples sent and not yet completed, on all nodes.
-    pub fn in_flight(&self) -> u64 {
+    pub(crate) fn in_flight(&self) -> u64 {
         self.nodes.iter().map(|n| n.in_flight).sum()
     }
 
     /// Samples taken back from failed or declining nodes to be sent again.
-    pub fn requeued(&self) -> u64 {
+    pub(crate) fn requeued(&self) -> u64 {
         self.requeued
     }
 
     /// Samples waiting for room on a node.
-    pub fn queued(&self) -> usize {
+    pub(crate) fn queued(&self) -> usize {
         self.pending_samples as usize
     }
 
@@ -713,7 +721,7 @@ mod tests {
         );
         p.size_windows_by_sequences(&[2, 3]);
         assert_eq!(
-            p.windows().iter().map(|w| w.samples).collect::<Vec<_>>(),
+            p.windows.iter().map(|w| w.samples).collect::<Vec<_>>(),
             [2, 3]
         );
         let sends = p.submit((0..8).map(|id| piece(1, id..id + 1))).unwrap();

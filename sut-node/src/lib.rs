@@ -8,8 +8,8 @@
 //! It owns transports' servers ([`server`]), the node core ([`node`]),
 //! where answers go and how clients cancel ([`reply`]),
 //! batching ([`batcher`]), backends ([`backend`]), TLS ([`tls`]), what
-//! the node reports about itself ([`nic`]), a CPU wake-up latency request
-//! for the host ([`cpu_latency`]), readiness for systemd
+//! it reads of its machine ([`host`]: NICs, hardware, a hypervisor, a CPU
+//! wake-up latency request), readiness for systemd
 //! ([`notify`]) and for scripts ([`ready`]), and Prometheus metrics
 //! ([`metrics`]). It knows nothing of LoadGen
 //! internals: samples arrive as response ids and bytes.
@@ -21,16 +21,12 @@
 pub mod backend;
 pub mod batcher;
 pub mod config;
-pub mod cpu_latency;
-pub mod engine_location;
-pub mod hardware;
-pub mod hypervisor;
+pub mod host;
 pub mod limits;
 pub mod metrics;
-pub mod nic;
 pub mod node;
 pub mod notify;
 pub mod ready;
-pub mod reply;
+mod reply;
 pub mod server;
 pub mod tls;

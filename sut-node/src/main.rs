@@ -1,13 +1,16 @@
 //! `sut-node`: the SUT-side daemon. Its life in four steps: start the node
 //! core, start the servers, report ready, and on SIGTERM drain and close.
 
+mod cli;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
+use cli::{node_config, Cli};
 use netdiv_proto::transport::{NODE_DRAIN_TIMEOUT, NODE_SERVER_CLOSE_TIMEOUT};
-use sut_node::config::{Cli, NodeConfig, Transport};
+use sut_node::config::{NodeConfig, Transport};
 use sut_node::node::{Node, NodeSettings};
 use sut_node::server::{grpc, quic};
 use sut_node::tls::{dev_certificates, TlsFiles};
@@ -96,11 +99,11 @@ struct Servers {
 
 async fn run(cli: Cli) -> Result<()> {
     let mut stop = StopSignals::install()?;
-    let config = NodeConfig::from_cli(cli)?;
-    let tls = tls_files(&config.cli)?;
-    let _cpu_latency = sut_node::cpu_latency::hold_requested(config.cli.cpu_latency_us)?;
+    let config = node_config(&cli)?;
+    let tls = tls_files(&cli)?;
+    let _cpu_latency = sut_node::host::cpu_latency::hold_requested(cli.cpu_latency_us)?;
     let settings = NodeSettings {
-        name: config.cli.name.clone(),
+        name: cli.name.clone(),
         benchmark: config.benchmark,
         response_codec: config.response_codec,
         max_sample_bytes: config.max_sample_bytes,
@@ -115,8 +118,8 @@ async fn run(cli: Cli) -> Result<()> {
         node = starting => node.context("starting the node")??,
         _ = stop.recv() => bail!("stopped while the backend was starting"),
     };
-    let servers = start_servers(&config, tls.as_ref(), &node).await?;
-    report_ready(&config, tls.as_ref(), &node, &servers)?;
+    let servers = start_servers(&cli, &config, tls.as_ref(), &node).await?;
+    report_ready(&cli, tls.as_ref(), &node, &servers)?;
     let engine_health = watch_engine_health(&node, servers.health.clone());
     stop.recv().await;
     if let Some(task) = engine_health {
@@ -130,11 +133,12 @@ async fn run(cli: Cli) -> Result<()> {
 /// Starts gRPC and QUIC as configured, on one port number where it is
 /// free on both TCP and UDP, and marks the node serving.
 async fn start_servers(
+    cli: &Cli,
     config: &NodeConfig,
     tls: Option<&TlsFiles>,
     node: &Arc<Node>,
 ) -> Result<Servers> {
-    let listen = config.cli.listen;
+    let listen = cli.listen;
     let (closing_tx, closing) = watch::channel(false);
     let (health, health_service) = tonic_health::server::health_reporter();
     let mut servers = Servers {
@@ -160,7 +164,7 @@ async fn start_servers(
         servers.quic = Some(addr);
         servers.tasks.push(task);
     }
-    if let Some(listen) = config.cli.metrics_listen {
+    if let Some(listen) = cli.metrics_listen {
         let info = node.info(Vec::new());
         let registry = node
             .metrics()
@@ -214,21 +218,16 @@ fn watch_engine_health(node: &Arc<Node>, health: HealthReporter) -> Option<JoinH
 
 /// Readiness, for whoever waits on it: the `--ready-file` (JSON) for
 /// scripts and tests, READY=1 for systemd, and a log event for people.
-fn report_ready(
-    config: &NodeConfig,
-    tls: Option<&TlsFiles>,
-    node: &Node,
-    servers: &Servers,
-) -> Result<()> {
+fn report_ready(cli: &Cli, tls: Option<&TlsFiles>, node: &Node, servers: &Servers) -> Result<()> {
     let show = |a: Option<SocketAddr>| a.map_or("off".to_string(), |a| a.to_string());
-    let name = &config.cli.name;
+    let name = &cli.name;
     let tls_mode = match tls {
         None => "off",
         Some(t) if t.client_ca.is_some() => "mtls",
         Some(_) => "on",
     };
     let backend = node.info(Vec::new()).backend_detail;
-    if let Some(path) = &config.cli.ready_file {
+    if let Some(path) = &cli.ready_file {
         let ready = sut_node::ready::Ready {
             name: name.clone(),
             grpc: servers.grpc,

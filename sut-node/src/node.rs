@@ -19,7 +19,7 @@ use netdiv_proto::{pb, Benchmark, Direction};
 use tokio::sync::watch;
 
 use crate::backend::device::{BatchDevice, Device, DeviceEvent, DeviceQueue, Sink};
-use crate::backend::llm::LlmBackend;
+use crate::backend::synthetic_llm::SyntheticLlmBackend;
 use crate::backend::{check_benchmark, Backend, BackendConfig, BackendError};
 use crate::batcher::BatchPolicy;
 use crate::limits::Limits;
@@ -129,7 +129,7 @@ impl Node {
     /// Starts the device threads of the synthetic LLM backend: each sample
     /// gets a first-token message, then its completion with `n_tokens`.
     /// Not checked against the benchmark: [`Node::launch`] does that.
-    pub fn start_tokens(settings: NodeSettings, backend: Arc<LlmBackend>) -> Arc<Node> {
+    pub fn start_tokens(settings: NodeSettings, backend: Arc<SyntheticLlmBackend>) -> Arc<Node> {
         Node::start_unchecked(settings, backend)
     }
 
@@ -483,12 +483,15 @@ impl Node {
             largest_batch: self.largest_batch.load(Ordering::Relaxed),
             response_codec: s.response_codec.to_proto() as i32,
             benchmark: s.benchmark.to_string(),
-            host_id: crate::nic::host_identity(),
-            host: Some(crate::nic::host()),
-            hardware: Some(crate::hardware::hardware()),
-            cpu_latency_us: crate::cpu_latency::held_micros(),
+            host_id: crate::host::nic::host_identity(),
+            host: Some(crate::host::nic::host()),
+            hardware: Some(crate::host::hardware::hardware()),
+            cpu_latency_us: crate::host::cpu_latency::held_micros(),
             concurrent_sequences: self.device.concurrent_sequences().unwrap_or(0) as u32,
-            engine: self.device.engine_url().map(crate::engine_location::locate),
+            engine: self
+                .device
+                .engine_url()
+                .map(crate::host::engine_location::locate),
         }
     }
 }
@@ -552,7 +555,7 @@ mod tests {
         }
     }
 
-    fn llm_node(benchmark: &str, llm: crate::backend::llm::LlmConfig) -> Arc<Node> {
+    fn llm_node(benchmark: &str, llm: crate::backend::synthetic_llm::LlmConfig) -> Arc<Node> {
         let config = BackendConfig {
             llm,
             ..BackendConfig::default()
@@ -611,7 +614,7 @@ mod tests {
 
     #[tokio::test]
     async fn token_nodes_send_a_first_token_then_one_completion() {
-        use crate::backend::llm::{expected_tokens, LlmConfig};
+        use crate::backend::synthetic_llm::{expected_tokens, LlmConfig};
         let node = llm_node("llama2-70b-interactive", LlmConfig::zero_cost());
         let info = node.info(Vec::new());
         assert_eq!(
@@ -677,7 +680,7 @@ mod tests {
 
     #[tokio::test]
     async fn token_samples_stay_in_flight_until_their_completion() {
-        use crate::backend::llm::LlmConfig;
+        use crate::backend::synthetic_llm::LlmConfig;
         // 40 tokens of 1 ms each: the first token comes long before the end.
         let node = llm_node(
             "mixtral-8x7b",
@@ -718,7 +721,7 @@ mod tests {
     /// `cancelled` answer, and the token count shows the node working.
     #[tokio::test]
     async fn a_cancelled_token_sample_is_dropped_with_one_cancelled_answer() {
-        use crate::backend::llm::LlmConfig;
+        use crate::backend::synthetic_llm::LlmConfig;
         let node = llm_node(
             "deepseek-r1",
             LlmConfig {
@@ -785,14 +788,14 @@ mod tests {
         ))));
         let e = Node::launch(settings("deepseek-r1"), batch).err().unwrap();
         assert!(matches!(e, BackendError::NotStreaming { .. }), "{e}");
-        let llm = crate::backend::llm::LlmBackend::new(
+        let llm = crate::backend::synthetic_llm::SyntheticLlmBackend::new(
             Default::default(),
             &Benchmark::parse("llama2-70b").unwrap(),
         )
         .unwrap();
         let e = Node::launch(settings("bert"), Arc::new(llm)).err().unwrap();
         assert!(matches!(e, BackendError::NotATokenModel { .. }), "{e}");
-        let llm = crate::backend::llm::LlmBackend::new(
+        let llm = crate::backend::synthetic_llm::SyntheticLlmBackend::new(
             Default::default(),
             &Benchmark::parse("llama2-70b").unwrap(),
         )

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
-use crate::mlperf_logs::{detail_value, parse_detail};
+use crate::mlperf_logs::Detail;
 
 /// One line of the checker's log: `[DATE TIME FILE:LINE LEVEL] message`.
 #[derive(Clone, Debug, PartialEq)]
@@ -73,7 +73,7 @@ fn number_after(text: &str, key: &str) -> Option<u64> {
 
 /// The detail log at `path`: the file itself, or the one in the run
 /// folder `path` (or in its `performance/run_1`).
-fn detail_of(path: &Path) -> Result<Vec<(String, Value)>> {
+fn detail_of(path: &Path) -> Result<Detail> {
     let direct = path.join("mlperf_log_detail.txt");
     let file = if path.is_file() {
         path.to_path_buf()
@@ -84,11 +84,11 @@ fn detail_of(path: &Path) -> Result<Vec<(String, Value)>> {
     };
     let text = std::fs::read_to_string(&file)
         .with_context(|| format!("cannot read {}", file.display()))?;
-    parse_detail(&text)
+    Ok(Detail::parse(&text, &file)?)
 }
 
-fn detail_u64(detail: &[(String, Value)], key: &str) -> Option<u64> {
-    detail_value(detail, key).and_then(Value::as_u64)
+fn detail_u64(detail: &Detail, key: &str) -> Option<u64> {
+    detail.value(key).and_then(Value::as_u64)
 }
 
 /// The first word of a checker message that is a path.
@@ -144,7 +144,7 @@ fn cause(line: &CheckerLine, all: &[CheckerLine], short: &ShortRun<'_>) -> Resul
             .as_deref()
             .context("no check context for this error")?;
         let detail = detail_of(Path::new(path))?;
-        let met = detail_value(&detail, "early_stopping_met").and_then(Value::as_bool);
+        let met = detail.value("early_stopping_met").and_then(Value::as_bool);
         let min = detail_u64(&detail, "effective_min_duration_ms").unwrap_or(u64::MAX);
         if met != Some(false) || min >= 600_000 {
             bail!("{path}: early_stopping_met {met:?}, min_duration {min} ms");
@@ -244,7 +244,8 @@ pub fn performance_validity(root: &Path) -> Result<Vec<(PathBuf, String)>> {
                     })
                 {
                     let detail = detail_of(&path)?;
-                    let validity = detail_value(&detail, "result_validity")
+                    let validity = detail
+                        .value("result_validity")
                         .and_then(Value::as_str)
                         .unwrap_or("missing")
                         .to_string();

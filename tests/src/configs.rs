@@ -16,7 +16,7 @@ use sut_node::config::FileConfig;
 pub fn llm_node(decode_us_per_token: f64, max_sequences: usize, output_tokens: u32) -> FileConfig {
     FileConfig {
         benchmark: Some("llama2-70b".into()),
-        llm: sut_node::backend::llm::LlmConfig {
+        llm: sut_node::backend::synthetic_llm::LlmConfig {
             prefill_us_per_token: 5.0,
             decode_us_per_token,
             max_sequences,

@@ -17,10 +17,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use serde_json::Value;
 
 use crate::binaries::{loadgen_node_bin, official_driver_bin_for};
-use crate::mlperf_logs::{parse_accuracy, parse_detail, parse_issued, AccuracyEntry};
+use crate::mlperf_logs::{parse_accuracy, parse_issued, AccuracyEntry, Detail, ACCURACY, DETAIL};
 use crate::process::run_with_deadline;
 use crate::text::tail;
 
@@ -243,8 +242,9 @@ impl RunOutput {
     }
 
     /// `mlperf_log_detail.txt`, parsed.
-    pub fn detail(&self) -> Result<Vec<(String, Value)>> {
-        parse_detail(&self.read("mlperf_log_detail.txt")?).with_context(|| {
+    pub fn detail(&self) -> Result<Detail> {
+        let path = self.dir.join(DETAIL);
+        Detail::parse(&self.read(DETAIL)?, &path).with_context(|| {
             format!(
                 "{}: bad mlperf_log_detail.txt in {}",
                 self.engine,
@@ -255,7 +255,7 @@ impl RunOutput {
 
     /// `mlperf_log_accuracy.json`, parsed.
     pub fn accuracy(&self) -> Result<Vec<AccuracyEntry>> {
-        parse_accuracy(&self.read("mlperf_log_accuracy.json")?).with_context(|| {
+        parse_accuracy(&self.read(ACCURACY)?, &self.dir.join(ACCURACY)).with_context(|| {
             format!(
                 "{}: bad mlperf_log_accuracy.json in {}",
                 self.engine,

@@ -14,7 +14,7 @@ use sut_node::config::FileConfig;
 use crate::binaries::loadgen_node_bin;
 use crate::configs::node_toml;
 use crate::files::write_file;
-use crate::mlperf_logs::{parse_accuracy, parse_detail, AccuracyEntry};
+use crate::mlperf_logs::{parse_accuracy, AccuracyEntry, Detail, ACCURACY, DETAIL};
 use crate::process::run_with_deadline;
 use crate::sut_client::NodeProcess;
 use crate::text::tail;
@@ -115,12 +115,15 @@ impl LoadgenRun {
         self.read("mlperf_log_summary.txt")
     }
 
-    pub fn detail(&self) -> Result<Vec<(String, Value)>> {
-        parse_detail(&self.read("mlperf_log_detail.txt")?)
+    pub fn detail(&self) -> Result<Detail> {
+        Ok(Detail::parse(&self.read(DETAIL)?, &self.logs.join(DETAIL))?)
     }
 
     pub fn accuracy(&self) -> Result<Vec<AccuracyEntry>> {
-        parse_accuracy(&self.read("mlperf_log_accuracy.json")?)
+        Ok(parse_accuracy(
+            &self.read(ACCURACY)?,
+            &self.logs.join(ACCURACY),
+        )?)
     }
 
     /// The run's record (`netdiv_run.json`), read as the program reads it:
@@ -137,14 +140,14 @@ impl LoadgenRun {
 
     /// The summary and the detail log of a successful, VALID run without a
     /// runtime error; fails naming what is wrong otherwise.
-    pub fn expect_valid(&self) -> Result<(String, Vec<(String, Value)>)> {
+    pub fn expect_valid(&self) -> Result<(String, Detail)> {
         self.expect_success()?;
         let summary = self.summary()?;
         if !summary.contains("Result is : VALID") {
             bail!("not VALID:\n{summary}");
         }
         let detail = self.detail()?;
-        let errors = crate::mlperf_logs::detail_values(&detail, "error_runtime");
+        let errors = detail.values("error_runtime");
         if !errors.is_empty() {
             bail!("runtime errors: {errors:?}");
         }

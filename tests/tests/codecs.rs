@@ -7,15 +7,14 @@
 //! and the decoder the QDL runs on every response.
 
 use anyhow::{bail, Result};
-use clap::Parser;
+use loadgen_node::qsl::{SampleSource, SampleStore};
 use netdiv_proto::benchmark::{Benchmark, Direction, TABLE};
 use netdiv_proto::codec::{self, Codec};
 use netdiv_proto::pb;
 use netdiv_proto::sample::completion_output;
-use qdl::samples::{SampleSource, SampleStore};
-use sut_node::backend::llm::LlmConfig;
+use sut_node::backend::synthetic_llm::LlmConfig;
 use sut_node::backend::BackendConfig;
-use sut_node::config::{Cli, NodeConfig};
+use sut_node::config::{FileConfig, NodeConfig};
 use sut_node::node::{Node, NodeSettings};
 
 /// Every name each benchmark answers to: canonical, with each accuracy
@@ -93,16 +92,12 @@ async fn node_runs(benchmark: Benchmark, codec: Codec) -> Result<bool> {
 
 /// Whether a node may be configured to answer in `codec`.
 fn node_answers_in(name: &str, codec: Codec) -> bool {
-    let cli = Cli::parse_from([
-        "sut-node",
-        "--name",
-        "codecs",
-        "--benchmark",
-        name,
-        "--response-codec",
-        codec.name(),
-    ]);
-    NodeConfig::from_cli(cli).is_ok()
+    let file = FileConfig {
+        benchmark: Some(name.to_string()),
+        response_codec: Some(codec.name().to_string()),
+        ..FileConfig::default()
+    };
+    NodeConfig::from_file(file).is_ok()
 }
 
 /// Whether the QDL hands a response in `codec` to the LoadGen.

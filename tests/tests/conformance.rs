@@ -31,9 +31,7 @@ use std::fmt::{self, Debug, Write as _};
 use std::time::Instant;
 
 use netdiv_tests::engines::{run_both, RunOutput, RunSpec};
-use netdiv_tests::mlperf_logs::{
-    detail_value, detail_values, summary_labels, summary_value, AccuracyEntry,
-};
+use netdiv_tests::mlperf_logs::{summary_labels, summary_value, AccuracyEntry, Detail};
 use netdiv_tests::text::clip;
 use netdiv_tests::{test_dir, write_file};
 use serde_json::Value;
@@ -236,8 +234,8 @@ fn compare(report: &mut Report, official: &RunOutput, ours: &RunOutput) -> anyho
 
     // 1. What LoadGen generated and loaded.
     for key in GENERATED_KEYS {
-        let a = detail_values(&official_detail, key);
-        let b = detail_values(&ours_detail, key);
+        let a = official_detail.values(key);
+        let b = ours_detail.values(key);
         if a.len() != b.len() {
             report.add(
                 format!("detail `{key}`: number of occurrences"),
@@ -256,13 +254,17 @@ fn compare(report: &mut Report, official: &RunOutput, ours: &RunOutput) -> anyho
 
     // 2. Settings as logged.
     let mut seen = Vec::new();
-    for (key, _) in official_detail.iter().filter(|(k, _)| is_settings_key(k)) {
+    for (key, _) in official_detail
+        .entries()
+        .iter()
+        .filter(|(k, _)| is_settings_key(k))
+    {
         if seen.contains(key) {
             continue;
         }
         seen.push(key.clone());
-        let a = detail_values(&official_detail, key);
-        let b = detail_values(&ours_detail, key);
+        let a = official_detail.values(key);
+        let b = ours_detail.values(key);
         if b.is_empty() {
             report.add(
                 format!("detail `{key}`"),
@@ -276,9 +278,10 @@ fn compare(report: &mut Report, official: &RunOutput, ours: &RunOutput) -> anyho
         }
     }
     let extra: Vec<&String> = ours_detail
+        .entries()
         .iter()
         .map(|(k, _)| k)
-        .filter(|k| is_settings_key(k) && detail_value(&official_detail, k).is_none())
+        .filter(|k| is_settings_key(k) && official_detail.value(k).is_none())
         .collect();
     if !extra.is_empty() {
         report.add("detail settings keys only ours logs", format!("{extra:?}"));
@@ -291,11 +294,13 @@ fn compare(report: &mut Report, official: &RunOutput, ours: &RunOutput) -> anyho
         "early_stopping_ttft_result",
         "early_stopping_tpot_result",
     ] {
-        let a: Vec<String> = detail_values(&official_detail, key)
+        let a: Vec<String> = official_detail
+            .values(key)
             .iter()
             .map(|v| mask_estimates(&text_of(v)))
             .collect();
-        let b: Vec<String> = detail_values(&ours_detail, key)
+        let b: Vec<String> = ours_detail
+            .values(key)
             .iter()
             .map(|v| mask_estimates(&text_of(v)))
             .collect();
@@ -309,14 +314,15 @@ fn compare(report: &mut Report, official: &RunOutput, ours: &RunOutput) -> anyho
 
     // 3b. The verdict, the result keys logged, and the runtime errors.
     for key in ["result_validity", "early_stopping_met"] {
-        let a = detail_values(&official_detail, key);
-        let b = detail_values(&ours_detail, key);
+        let a = official_detail.values(key);
+        let b = ours_detail.values(key);
         if a != b {
             report.add(format!("detail `{key}`"), diff_values_list(&a, &b));
         }
     }
-    let result_keys = |detail: &[(String, Value)]| -> Vec<String> {
+    let result_keys = |detail: &Detail| -> Vec<String> {
         let mut keys: Vec<String> = detail
+            .entries()
             .iter()
             .map(|(k, _)| k.clone())
             .filter(|k| k.starts_with("result_") || k.starts_with("early_stopping_"))
@@ -332,8 +338,9 @@ fn compare(report: &mut Report, official: &RunOutput, ours: &RunOutput) -> anyho
             diff_lines(&a, &b),
         );
     }
-    let errors = |detail: &[(String, Value)]| -> Vec<String> {
-        let mut errors: Vec<String> = detail_values(detail, "error_runtime")
+    let errors = |detail: &Detail| -> Vec<String> {
+        let mut errors: Vec<String> = detail
+            .values("error_runtime")
             .iter()
             .map(|v| text_of(v))
             .collect();

@@ -16,8 +16,8 @@ use netdiv_tests::network_run::{loadgen, LoadgenRun};
 use netdiv_tests::python::python_for_official_tools;
 use netdiv_tests::{test_dir, workspace_root, TestDir};
 use serde_json::Value;
-use sut_node::backend::llm::expected_tokens;
 use sut_node::backend::synthetic::expected_output;
+use sut_node::backend::synthetic_llm::expected_tokens;
 
 /// The data sets, written into a folder of the test's, and what each
 /// sample must be (`expected.json`).
@@ -119,9 +119,8 @@ fn llama2_70b_pandas_pickles_are_read_as_the_reference_reads_them() -> Result<()
         check_prompts(&run, &expected, "llama2").with_context(|| file.to_string())?;
         let qsl = run
             .detail()?
-            .into_iter()
-            .find(|(k, _)| k == "qsl_name")
-            .map(|(_, v)| v.to_string())
+            .value("qsl_name")
+            .map(|v| v.to_string())
             .unwrap_or_default();
         ensure!(
             qsl.contains("12 prompts (tok_input") && qsl.contains(file),
@@ -277,7 +276,7 @@ fn data_sets_as_each_pandas_writes_them_are_read() -> Result<()> {
             "index.json",
         ] {
             let file = dir.join(format!("{label}.{kind}"));
-            let data = qdl::samples::dataset::open(&file)
+            let data = loadgen_node::qsl::dataset::open(&file)
                 .map_err(|e| anyhow::anyhow!("{e}"))?
                 .context("not read as a data set")?;
             ensure!(
@@ -298,7 +297,7 @@ fn data_sets_as_each_pandas_writes_them_are_read() -> Result<()> {
             }
         }
         let values = dir.join(format!("{label}.values.json"));
-        let refused = qdl::samples::dataset::open(&values)
+        let refused = loadgen_node::qsl::dataset::open(&values)
             .err()
             .map(|e| e.to_string());
         ensure!(
@@ -332,9 +331,9 @@ fn int64_npy_prompts_are_refused_or_converted_with_the_flag() -> Result<()> {
         .collect();
     for (i, ids) in prompts.iter().enumerate() {
         let bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_le_bytes()).collect();
-        qdl::samples::npy::write_npy(
+        loadgen_node::qsl::npy::write_npy(
             &dir.join(format!("{i:02}.npy")),
-            qdl::samples::DType::I64,
+            loadgen_node::qsl::DType::I64,
             &[ids.len()],
             &bytes,
         )?;

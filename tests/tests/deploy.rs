@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
-use netdiv_tests::mlperf_logs::{parse_accuracy, parse_issued};
+use netdiv_tests::mlperf_logs::{parse_accuracy, parse_issued, ACCURACY};
 use netdiv_tests::process::as_from_a_shell;
 use netdiv_tests::text::replace_once;
 use netdiv_tests::{
@@ -210,7 +210,7 @@ fn check_lab_run(run: &LabRun) -> Result<()> {
         "{summary}"
     );
     let mut issued = parse_issued(&read("issued.txt")?)?;
-    let entries = parse_accuracy(&read("mlperf_log_accuracy.json")?)?;
+    let entries = parse_accuracy(&read(ACCURACY)?, Path::new(ACCURACY))?;
     let mut seq: Vec<u64> = entries.iter().map(|e| e.seq_id).collect();
     seq.sort_unstable();
     seq.dedup();

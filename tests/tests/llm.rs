@@ -13,14 +13,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
+use loadgen_node::qsl::{synthetic::synthetic_sample, DType};
 use netdiv_tests::binaries::loadgen_node_official_bin;
 use netdiv_tests::configs::llm_node;
-use netdiv_tests::mlperf_logs::{detail_value, detail_values, parse_issued, summary_value};
+use netdiv_tests::mlperf_logs::{parse_issued, summary_value};
 use netdiv_tests::network_run::{llama2_prompt_flags, loadgen, loadgen_with, Cluster, LoadgenRun};
 use netdiv_tests::sut_client::{signal_when_busy, Busy};
 use netdiv_tests::{test_dir, UserConf};
-use qdl::samples::{synthetic::synthetic_sample, DType};
-use sut_node::backend::llm::{expected_tokens, LlmConfig};
+use sut_node::backend::synthetic_llm::{expected_tokens, LlmConfig};
 use sut_node::config::FileConfig;
 
 /// Fixed-length prompts, so the test can rebuild each sample's bytes.
@@ -115,10 +115,12 @@ fn check_tokens(run: &LoadgenRun, dir: &Path, first_tokens: bool) -> Result<()> 
 /// VALID, no runtime error, token results in the detail log.
 fn check_valid_token_run(run: &LoadgenRun) -> Result<f64> {
     let (_, detail) = run.expect_valid()?;
-    let ttft = detail_value(&detail, "result_first_token_50.00_percentile_latency_ns")
+    let ttft = detail
+        .value("result_first_token_50.00_percentile_latency_ns")
         .and_then(|v| v.as_f64())
         .context("no result_first_token_50.00_percentile_latency_ns")?;
-    let tpot = detail_value(&detail, "result_time_per_output_token_99.00_percentile_ns")
+    let tpot = detail
+        .value("result_time_per_output_token_99.00_percentile_ns")
         .and_then(|v| v.as_f64())
         .context("no result_time_per_output_token_99.00_percentile_ns")?;
     ensure!(
@@ -195,7 +197,8 @@ fn llama2_70b_server_under_the_official_loadgen() -> Result<()> {
     let run = loadgen_with(&program, &dir, &flags, Duration::from_secs(120))?;
     check_valid_token_run(&run).with_context(|| format!("in {}", dir.display()))?;
     let detail = run.detail()?;
-    let version = detail_value(&detail, "loadgen_version")
+    let version = detail
+        .value("loadgen_version")
         .map(|v| v.to_string())
         .unwrap_or_default();
     ensure!(
@@ -257,7 +260,7 @@ fn a_killed_node_leaves_one_first_token_and_one_completion_per_sample() -> Resul
         run.stderr
     );
     let detail = run.detail()?;
-    let errors: Vec<_> = detail_values(&detail, "error_runtime");
+    let errors: Vec<_> = detail.values("error_runtime");
     ensure!(errors.is_empty(), "runtime errors: {errors:?}");
     check_tokens(&run, &dir, true)
 }

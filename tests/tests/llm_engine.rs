@@ -13,13 +13,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
 use axum::http::Version;
+use loadgen_node::qsl::{synthetic::synthetic_sample, DType};
 use netdiv_proto::pb;
 use netdiv_tests::binaries::loadgen_node_official_bin;
 use netdiv_tests::configs::node_toml;
 use netdiv_tests::counting_engine::CountingEngine;
 use netdiv_tests::llama::{greedy_tokens, llama_cpp_files, LlamaFiles, LlamaServer};
 use netdiv_tests::misbehaving_engine::{MisbehavingEngine, Misbehaviour, CUT_SHORT, MISCOUNTED};
-use netdiv_tests::mlperf_logs::detail_value;
 use netdiv_tests::network_run::{llama2_prompt_flags, loadgen, loadgen_with, Cluster, LoadgenRun};
 use netdiv_tests::python::python_for_official_tools;
 use netdiv_tests::submission::{inference_checkout, refused_llm_submission};
@@ -30,7 +30,6 @@ use netdiv_tests::sut_client::{
 use netdiv_tests::{
     loadgen_node_bin, run_with_deadline, skip_unless_ci, test_dir, write_file, UserConf,
 };
-use qdl::samples::{synthetic::synthetic_sample, DType};
 use sut_node::backend::openai::client::START_REQUESTS;
 use sut_node::backend::openai::{OpenaiConfig, PromptCache};
 use sut_node::backend::BackendKind;
@@ -190,7 +189,8 @@ fn check_valid(run: &LoadgenRun) -> Result<()> {
     } else {
         "result_first_token_mean_latency_ns"
     };
-    let value = detail_value(&detail, key)
+    let value = detail
+        .value(key)
         .and_then(|v| v.as_f64())
         .with_context(|| format!("no {key}"))?;
     ensure!(value > 0.0, "{key} {value}");

@@ -16,7 +16,7 @@ use futures::Stream;
 use netdiv_proto::pb;
 use netdiv_proto::pb::sut_node_server::{SutNode, SutNodeServer};
 use netdiv_proto::sample::{first_token_message, token_completion};
-use netdiv_tests::mlperf_logs::{detail_values, parse_issued};
+use netdiv_tests::mlperf_logs::parse_issued;
 use netdiv_tests::network_run::loadgen;
 use netdiv_tests::{test_dir, write_file, UserConf};
 use tokio::sync::mpsc;
@@ -157,7 +157,7 @@ fn stray_first_tokens_and_second_completions_are_dropped_not_counted() -> Result
     let summary = run.summary()?;
     ensure!(summary.contains("Result is : VALID"), "{summary}");
     let detail = run.detail()?;
-    let errors = detail_values(&detail, "error_runtime");
+    let errors = detail.values("error_runtime");
     ensure!(
         errors.is_empty(),
         "the LoadGen saw the node's mistakes: {errors:?}"

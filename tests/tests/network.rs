@@ -11,14 +11,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
+use loadgen_node::qsl::{synthetic::synthetic_sample, DType};
 use netdiv_proto::pb;
 use netdiv_tests::configs::node_toml;
 use netdiv_tests::log_records;
-use netdiv_tests::mlperf_logs::detail_value;
 use netdiv_tests::network_run::{check_exactly_once, loadgen, Cluster, LoadgenRun};
 use netdiv_tests::sut_client::{grpc_client, signal_when_busy, versioned, Busy, ClientCert};
 use netdiv_tests::{test_dir, write_file, UserConf};
-use qdl::samples::{synthetic::synthetic_sample, DType};
 use sut_node::backend::synthetic::{expected_output, SyntheticConfig};
 use sut_node::batcher::BatchPolicy;
 use sut_node::config::FileConfig;
@@ -161,7 +160,8 @@ fn check_run(run: &LoadgenRun, dir: &Path, cluster: &Cluster, scenario: &str) ->
         "{scenario}: errors logged:\n{summary}"
     );
     let detail = run.detail()?;
-    let name = detail_value(&detail, "sut_name")
+    let name = detail
+        .value("sut_name")
         .and_then(|v| v.as_str())
         .context("no sut_name in the detail log")?
         .to_string();
@@ -174,7 +174,7 @@ fn check_run(run: &LoadgenRun, dir: &Path, cluster: &Cluster, scenario: &str) ->
         );
     }
     ensure!(
-        detail_value(&detail, "get_sut_name_duration_ns").is_some(),
+        detail.value("get_sut_name_duration_ns").is_some(),
         "get_sut_name_duration_ns not logged"
     );
     check_responses(run, dir)
@@ -533,7 +533,7 @@ fn embedded_default_runs_valid_while_every_cpu_is_busy() -> Result<()> {
 /// those bytes), in AccuracyOnly mode over QUIC.
 #[test]
 fn npy_folder_samples_reach_the_nodes_unchanged() -> Result<()> {
-    use qdl::samples::npy::write_npy;
+    use loadgen_node::qsl::npy::write_npy;
     let dir = test_dir("network-npy")?;
     let data = dir.join("data");
     std::fs::create_dir_all(&data)?;
@@ -1044,10 +1044,12 @@ fn an_in_process_node_runs_an_offline_query_past_its_byte_limit() -> Result<()> 
         run.stderr
     );
     let detail = run.detail()?;
-    let completed = detail_value(&detail, "result_query_count")
+    let completed = detail
+        .value("result_query_count")
         .and_then(serde_json::Value::as_u64)
         .unwrap_or(0);
-    let samples = detail_value(&detail, "effective_samples_per_query")
+    let samples = detail
+        .value("effective_samples_per_query")
         .and_then(serde_json::Value::as_u64)
         .unwrap_or(0);
     ensure!(

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context, Result};
 use loadgen_node::run_record::RunRecord;
 use netdiv_tests::configs::llm_node;
-use netdiv_tests::mlperf_logs::{parse_accuracy, parse_issued};
+use netdiv_tests::mlperf_logs::{parse_accuracy, parse_issued, ACCURACY};
 use netdiv_tests::network_run::{llama2_prompt_flags, Cluster};
 use netdiv_tests::prometheus::{scrape, Scrape};
 use netdiv_tests::{log_records, test_dir, write_file, UserConf};
@@ -175,10 +175,9 @@ fn scrape_and_compare(
 
     // The LoadGen's own counts against its logs.
     let issued = parse_issued(&std::fs::read_to_string(dir.join("issued.txt"))?)?.len() as f64;
-    let logged = parse_accuracy(&std::fs::read_to_string(
-        dir.join("logs/mlperf_log_accuracy.json"),
-    )?)?
-    .len() as f64;
+    let accuracy_log = dir.join("logs").join(ACCURACY);
+    let logged =
+        parse_accuracy(&std::fs::read_to_string(&accuracy_log)?, &accuracy_log)?.len() as f64;
     ensure!(issued > 100.0, "only {issued} samples issued");
     let metric = |name: &str| last.value(name, &[]);
     ensure!(

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use netdiv_tests::binaries::loadgen_node_official_bin;
-use netdiv_tests::mlperf_logs::{detail_value, parse_issued, summary_value};
+use netdiv_tests::mlperf_logs::{parse_issued, summary_value};
 use netdiv_tests::network_run::{loadgen_with, Cluster, LoadgenRun};
 use netdiv_tests::{test_dir, write_file};
 use sut_node::backend::synthetic::SyntheticConfig;
@@ -107,8 +107,8 @@ fn compare(scenario: &str) -> Result<()> {
     let ours = run_engine(&program, &dir, "netdiv", scenario, &cluster)?;
     let (od, nd) = (official.detail()?, ours.detail()?);
 
-    let version = |d: &[(String, serde_json::Value)]| {
-        detail_value(d, "loadgen_version")
+    let version = |d: &netdiv_tests::mlperf_logs::Detail| {
+        d.value("loadgen_version")
             .map(|v| v.to_string())
             .unwrap_or_default()
     };
@@ -124,10 +124,10 @@ fn compare(scenario: &str) -> Result<()> {
         "generated_query_duration",
     ] {
         ensure!(
-            detail_value(&od, key).is_some() && detail_value(&od, key) == detail_value(&nd, key),
+            od.value(key).is_some() && od.value(key) == nd.value(key),
             "{scenario}: {key} differs: official {:?}, netdiv {:?}",
-            detail_value(&od, key),
-            detail_value(&nd, key)
+            od.value(key),
+            nd.value(key)
         );
     }
     let issued = |run: &LoadgenRun| -> Result<Vec<u64>> {
@@ -173,7 +173,8 @@ fn compare(scenario: &str) -> Result<()> {
         !apart(ot, nt),
         "{scenario}: throughput {ot} (official) vs {nt} (netdiv) differ by more than 5 %, twice"
     );
-    let name = detail_value(&od, "sut_name")
+    let name = od
+        .value("sut_name")
         .and_then(|v| v.as_str())
         .context("no sut_name in the official log")?;
     ensure!(

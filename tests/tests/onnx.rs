@@ -15,12 +15,12 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
+use loadgen_node::qsl::npy::write_npy;
+use loadgen_node::qsl::DType;
 use netdiv_tests::configs::node_toml;
 use netdiv_tests::network_run::{loadgen, Cluster, LoadgenRun};
 use netdiv_tests::prerequisites::{digits_dir, onnxruntime_files, OnnxFiles};
 use netdiv_tests::{loadgen_node_bin, run_with_deadline, sut_node_bin, tail, test_dir, write_file};
-use qdl::samples::npy::write_npy;
-use qdl::samples::DType;
 use sut_node::backend::onnx::OnnxConfig;
 use sut_node::backend::BackendKind;
 use sut_node::config::FileConfig;

@@ -605,90 +605,166 @@ fn function_lengths_are_counted_from_fn_to_its_brace() {
     );
 }
 
-/// The entries of docs/architecture.md's loadgen-node map (the code block
-/// that starts `loadgen-node/src/`), as paths under that folder: an entry
-/// is a name at an indent of two spaces per level (descriptions continue
-/// further right), a folder when it ends in `/`.
-fn module_map(doc: &str) -> Vec<String> {
-    let Some(start) = doc.find("```\nloadgen-node/src/\n") else {
-        return Vec::new();
-    };
-    let block = &doc[start + 4..];
-    let block = &block[..block.find("```").unwrap_or(block.len())];
-    let mut folders: Vec<String> = Vec::new();
-    let mut entries = Vec::new();
-    for line in block.lines().skip(1) {
-        let indent = line.len() - line.trim_start().len();
-        let Some(name) = line.split_whitespace().next() else {
-            continue;
-        };
-        if indent == 0 || indent >= 20 || indent % 2 != 0 {
+/// Every module map of docs/architecture.md: each code block whose first
+/// line is a folder (`qdl/src/`), with its entries as paths under that
+/// folder. An entry is a name at an indent of two spaces per level
+/// (descriptions continue further right), a folder when it ends in `/`.
+fn module_maps(doc: &str) -> Vec<(String, Vec<String>)> {
+    let mut maps = Vec::new();
+    let mut rest = doc;
+    while let Some(start) = rest.find("```\n") {
+        let block = &rest[start + 4..];
+        let end = block.find("```").unwrap_or(block.len());
+        let (body, after) = (&block[..end], &block[(end + 3).min(block.len())..]);
+        rest = after;
+        let mut lines = body.lines();
+        let Some(root) = lines.next() else { continue };
+        if !root.ends_with('/') || root.contains(' ') {
             continue;
         }
-        folders.truncate(indent / 2 - 1);
-        let path = format!("{}{name}", folders.concat());
-        if name.ends_with('/') {
-            folders.push(name.to_string());
+        let mut folders: Vec<String> = Vec::new();
+        let mut entries = Vec::new();
+        for line in lines {
+            let indent = line.len() - line.trim_start().len();
+            let Some(name) = line.split_whitespace().next() else {
+                continue;
+            };
+            if indent == 0 || indent >= 20 || indent % 2 != 0 {
+                continue;
+            }
+            folders.truncate(indent / 2 - 1);
+            let path = format!("{}{name}", folders.concat());
+            if name.ends_with('/') {
+                folders.push(name.to_string());
+            }
+            entries.push(path);
         }
-        entries.push(path);
+        maps.push((root.to_string(), entries));
     }
-    entries
+    maps
 }
 
-/// docs/architecture.md's map of loadgen-node matches the tree: every
-/// entry exists, every folder of Rust sources is in it, and where it
-/// lists a folder's files one by one it lists them all (`mod.rs` aside).
-#[test]
-fn the_architecture_docs_module_map_matches_the_tree() {
-    let root = workspace_root();
-    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).expect("architecture.md");
-    let entries = module_map(&doc);
-    assert!(entries.len() > 20, "no module map found: {entries:?}");
-    let src = root.join("loadgen-node/src");
-    let missing: Vec<&String> = entries.iter().filter(|e| !src.join(e).exists()).collect();
-    assert!(
-        missing.is_empty(),
-        "the map names what does not exist: {missing:?}"
-    );
+/// What `entries`, a map of the folder `root`, leaves out or names
+/// wrongly: entries that do not exist, folders of Rust sources it does
+/// not name, and, where it lists a folder's files one by one, the files
+/// it skips (`mod.rs` aside).
+fn map_differences(root: &Path, entries: &[String]) -> Vec<String> {
+    let mut wrong: Vec<String> = entries
+        .iter()
+        .filter(|e| !root.join(e).exists())
+        .map(|e| format!("{e} (does not exist)"))
+        .collect();
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    let mut unmapped = Vec::new();
+    rust_files(root, &mut files);
     for file in &files {
         let relative = file
-            .strip_prefix(&src)
-            .expect("under src")
+            .strip_prefix(root)
+            .expect("under the root")
             .to_string_lossy()
             .to_string();
         let (folder, name) = match relative.rfind('/') {
             Some(i) => (relative[..=i].to_string(), &relative[i + 1..]),
             None => (String::new(), relative.as_str()),
         };
-        if !folder.is_empty() && !entries.contains(&folder) {
-            unmapped.push(folder.clone());
+        // Every folder on the way must be named.
+        let mut at = 0;
+        while let Some(i) = folder[at..].find('/') {
+            let parent = &folder[..at + i + 1];
+            if !entries.iter().any(|e| e == parent) {
+                wrong.push(format!("{parent} (not in the map)"));
+            }
+            at += i + 1;
         }
         let folder_lists_files = entries.iter().any(|e| {
             e.starts_with(&folder) && e.ends_with(".rs") && !e[folder.len()..].contains('/')
         });
         if folder_lists_files && name != "mod.rs" && !entries.contains(&relative) {
-            unmapped.push(relative);
+            wrong.push(format!("{relative} (not in the map)"));
         }
     }
-    unmapped.sort();
-    unmapped.dedup();
-    assert!(
-        unmapped.is_empty(),
-        "docs/architecture.md's loadgen-node map leaves out: {unmapped:?}"
+    wrong.sort();
+    wrong.dedup();
+    wrong
+}
+
+/// docs/architecture.md maps every crate's sources and the test crate,
+/// and each map matches the tree: every entry exists, every folder of
+/// Rust sources is in it, and where it lists a folder's files one by one
+/// it lists them all.
+#[test]
+fn the_architecture_docs_module_maps_match_the_tree() {
+    let root = workspace_root();
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).expect("architecture.md");
+    let maps = module_maps(&doc);
+    let mapped: Vec<&str> = maps.iter().map(|(r, _)| r.as_str()).collect();
+    for folder in [
+        "proto/src/",
+        "qdl/src/",
+        "sut-node/src/",
+        "loadgen-node/src/",
+        "tests/",
+    ] {
+        assert!(
+            mapped.contains(&folder),
+            "docs/architecture.md has no map of {folder} (maps: {mapped:?})"
+        );
+    }
+    for (folder, entries) in &maps {
+        assert!(entries.len() > 5, "the map of {folder} is nearly empty");
+        let wrong = map_differences(&root.join(folder), entries);
+        assert!(
+            wrong.is_empty(),
+            "docs/architecture.md's map of {folder}: {wrong:?}"
+        );
+    }
+}
+
+#[test]
+fn the_module_maps_are_read_as_written() {
+    let doc = "x\n```\nloadgen-node/src/\n  lib.rs\n  cli/                    the CLI\n    \
+               run/                  run; plan.rs\n                          more.rs words\n    \
+               args.rs               flags\n  main.rs\n```\ntext\n```\nnot a map\n```\n\
+               ```\nqdl/src/\n  a.rs\n```\n";
+    assert_eq!(
+        module_maps(doc),
+        [
+            (
+                "loadgen-node/src/".to_string(),
+                ["lib.rs", "cli/", "cli/run/", "cli/args.rs", "main.rs"]
+                    .map(String::from)
+                    .to_vec()
+            ),
+            ("qdl/src/".to_string(), vec!["a.rs".to_string()]),
+        ]
     );
 }
 
 #[test]
-fn the_module_map_is_read_as_written() {
-    let doc = "x\n```\nloadgen-node/src/\n  lib.rs\n  cli/                    the CLI\n    \
-               run/                  run; plan.rs\n                          more.rs words\n    \
-               args.rs               flags\n  main.rs\n```\n";
+fn a_map_that_misses_a_file_or_folder_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["lib.rs", "a.rs", "deep/mod.rs", "deep/b.rs", "deep/er/c.rs"] {
+        let path = dir.path().join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "").unwrap();
+    }
+    let entries = |list: &[&str]| list.iter().map(|e| e.to_string()).collect::<Vec<_>>();
     assert_eq!(
-        module_map(doc),
-        ["lib.rs", "cli/", "cli/run/", "cli/args.rs", "main.rs"]
+        map_differences(
+            dir.path(),
+            &entries(&["lib.rs", "a.rs", "deep/", "deep/er/"])
+        ),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        map_differences(
+            dir.path(),
+            &entries(&["lib.rs", "deep/", "deep/b.rs", "gone.rs"])
+        ),
+        [
+            "a.rs (not in the map)",
+            "deep/er/ (not in the map)",
+            "gone.rs (does not exist)"
+        ]
     );
 }
 

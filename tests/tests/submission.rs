@@ -18,7 +18,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use netdiv_tests::binaries::loadgen_node_official_bin;
 use netdiv_tests::checker_log::{self, ShortRun};
-use netdiv_tests::mlperf_logs::{detail_value, parse_detail};
+use netdiv_tests::mlperf_logs::Detail;
 use netdiv_tests::netns::{self, Netns};
 use netdiv_tests::python::python_for_official_tools;
 use netdiv_tests::submission::{checker_errors, inference_checkout, SYSTEM_JSON};
@@ -422,17 +422,18 @@ fn submission_3d_unet_99_round_v6_1_at_real_sample_sizes() -> Result<()> {
         "the synthetic score is reported:\n{log}"
     );
     let scenario = root.join("network/netdiv-ci/results/nslab/3d-unet-99/Offline");
-    let detail = parse_detail(&std::fs::read_to_string(
-        scenario.join("performance/run_1/mlperf_log_detail.txt"),
-    )?)?;
+    let detail = Detail::read(&scenario.join("performance/run_1"))?;
     let text = |key: &str| {
-        detail_value(&detail, key)
+        detail
+            .value(key)
             .and_then(serde_json::Value::as_str)
             .unwrap_or_default()
             .to_string()
     };
     assert_eq!(
-        detail_value(&detail, "effective_qsl_rng_seed").and_then(serde_json::Value::as_u64),
+        detail
+            .value("effective_qsl_rng_seed")
+            .and_then(serde_json::Value::as_u64),
         Some(2085463073848966840)
     );
     let sut = text("sut_name");
@@ -1138,7 +1139,7 @@ fn submission_refuses_nodes_on_the_loadgen_nodes_machine() -> Result<()> {
 /// said of one).
 #[test]
 fn submission_names_and_refuses_virtual_machines_unless_attested() -> Result<()> {
-    let here = sut_node::hypervisor::virtualization();
+    let here = sut_node::host::hypervisor::virtualization();
     let Some(stderr) = Refusal::resnet().refused()? else {
         return Ok(());
     };

@@ -12,8 +12,8 @@ use netdiv_tests::sut_client::{
     quic_request, versioned, ClientCert, NodeProcess,
 };
 use netdiv_tests::test_dir;
-use sut_node::backend::llm::expected_tokens;
 use sut_node::backend::synthetic::expected_output;
+use sut_node::backend::synthetic_llm::expected_tokens;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
@@ -127,7 +127,7 @@ async fn grpc_round_trip_name_info_health_and_infer() {
 /// refuses to start, naming the flag and the device.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn info_reports_the_cpu_latency_bound_the_node_holds() {
-    let may_hold = sut_node::cpu_latency::CpuLatencyRequest::hold(0).map(drop);
+    let may_hold = sut_node::host::cpu_latency::CpuLatencyRequest::hold(0).map(drop);
     let started = NodeProcess::start(
         "polling",
         None,
@@ -158,7 +158,7 @@ async fn info_reports_the_cpu_latency_bound_the_node_holds() {
 /// kernel reports the held bound. Elsewhere SKIPPED, and a failure under CI.
 #[test]
 fn a_held_cpu_latency_request_is_in_force_until_dropped() -> anyhow::Result<()> {
-    use sut_node::cpu_latency::{effective_micros, held_micros, CpuLatencyRequest, DEVICE};
+    use sut_node::host::cpu_latency::{effective_micros, held_micros, CpuLatencyRequest, DEVICE};
     // SAFETY: geteuid has no preconditions.
     if !std::path::Path::new(DEVICE).exists() || unsafe { libc::geteuid() } != 0 {
         return netdiv_tests::skip_unless_ci(&format!("root and {DEVICE}"));

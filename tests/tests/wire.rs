@@ -133,7 +133,7 @@ fn wire_bench_smoke_fills_its_table() -> Result<()> {
     }
     let mut single = vec!["| SingleStream p50"];
     // As root, the same path with idle CPUs polling too.
-    if sut_node::cpu_latency::CpuLatencyRequest::hold(0).is_ok() {
+    if sut_node::host::cpu_latency::CpuLatencyRequest::hold(0).is_ok() {
         single.push("| SingleStream p50 (µs) with `--cpu-latency-us 0`");
     }
     for prefix in single {

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use qdl::samples::DType;
-use serde::Deserialize;
+use loadgen_node::mlperf_logs::{parse_accuracy, AccuracyEntry, LogError, ACCURACY};
+use loadgen_node::qsl::DType;
 
 /// Why a log or label file could not be scored; each names the file and
 /// the entry or line.
@@ -18,11 +18,8 @@ pub(crate) enum ScoreError {
         path: PathBuf,
         cause: std::io::Error,
     },
-    #[error("{}: not an MLPerf accuracy log: {cause}", path.display())]
-    Json {
-        path: PathBuf,
-        cause: serde_json::Error,
-    },
+    #[error(transparent)]
+    Log(#[from] LogError),
     #[error("{}: line {line}: {text:?} is not an integer label", path.display())]
     Label {
         path: PathBuf,
@@ -32,19 +29,13 @@ pub(crate) enum ScoreError {
     #[error("accuracy log entry {entry} (qsl_idx {qsl_idx}): {reason}")]
     Entry {
         entry: usize,
-        qsl_idx: usize,
+        qsl_idx: u64,
         reason: String,
     },
     #[error("the accuracy log has no entries: was the run in AccuracyOnly mode?")]
     Empty,
     #[error("class responses must be an integer type, not {0}")]
     NotAnInteger(DType),
-}
-
-#[derive(Deserialize)]
-struct Entry {
-    qsl_idx: usize,
-    data: String,
 }
 
 /// Top-1 accuracy over the distinct samples of a log.
@@ -99,7 +90,7 @@ pub(crate) fn read_labels(path: &Path) -> Result<Vec<i64>, ScoreError> {
 /// `mlperf_log_accuracy.json`).
 pub(crate) fn score_file(path: &Path, labels: &[i64], dtype: DType) -> Result<Top1, ScoreError> {
     let file = if path.is_dir() {
-        path.join("mlperf_log_accuracy.json")
+        path.join(ACCURACY)
     } else {
         path.to_path_buf()
     };
@@ -107,12 +98,10 @@ pub(crate) fn score_file(path: &Path, labels: &[i64], dtype: DType) -> Result<To
         path: file.clone(),
         cause,
     })?;
-    let entries: Vec<Entry> =
-        serde_json::from_str(&text).map_err(|cause| ScoreError::Json { path: file, cause })?;
-    score(&entries, labels, dtype)
+    score(&parse_accuracy(&text, &file)?, labels, dtype)
 }
 
-fn score(entries: &[Entry], labels: &[i64], dtype: DType) -> Result<Top1, ScoreError> {
+fn score(entries: &[AccuracyEntry], labels: &[i64], dtype: DType) -> Result<Top1, ScoreError> {
     if !matches!(dtype, DType::U8 | DType::I8 | DType::I32 | DType::I64) {
         return Err(ScoreError::NotAnInteger(dtype));
     }
@@ -124,11 +113,14 @@ fn score(entries: &[Entry], labels: &[i64], dtype: DType) -> Result<Top1, ScoreE
             qsl_idx: e.qsl_idx,
             reason,
         };
-        if e.qsl_idx >= labels.len() {
+        let Some(index) = usize::try_from(e.qsl_idx)
+            .ok()
+            .filter(|&i| i < labels.len())
+        else {
             return Err(fail(format!("there are only {} labels", labels.len())));
-        }
+        };
         let class = class_of(&e.data, dtype).map_err(fail)?;
-        match classes.insert(e.qsl_idx, class) {
+        match classes.insert(index, class) {
             Some(first) if first != class => {
                 return Err(fail(format!(
                     "class {class} differs from {first} logged earlier for the same sample"
@@ -207,13 +199,23 @@ pub(crate) fn command(args: &super::args::AccuracyArgs) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
-    fn entry(qsl_idx: usize, class: i64) -> Entry {
+    fn logged(qsl_idx: u64, data: String) -> AccuracyEntry {
+        AccuracyEntry {
+            qsl_idx,
+            data,
+            seq_id: 0,
+            token_data: None,
+            token_count: None,
+        }
+    }
+
+    fn entry(qsl_idx: u64, class: i64) -> AccuracyEntry {
         let data = class
             .to_le_bytes()
             .iter()
             .map(|b| format!("{b:02X}"))
             .collect();
-        Entry { qsl_idx, data }
+        logged(qsl_idx, data)
     }
 
     #[test]
@@ -239,16 +241,10 @@ mod tests {
         assert!(e.to_string().contains("entry 1 (qsl_idx 0)"), "{e}");
         let e = score(&[entry(5, 3)], &labels, DType::I64).unwrap_err();
         assert!(e.to_string().contains("only 2 labels"), "{e}");
-        let short = Entry {
-            qsl_idx: 0,
-            data: "0300".into(),
-        };
+        let short = logged(0, "0300".into());
         let e = score(&[short], &labels, DType::I64).unwrap_err();
         assert!(e.to_string().contains("2 bytes"), "{e}");
-        let bad = Entry {
-            qsl_idx: 0,
-            data: "zz".into(),
-        };
+        let bad = logged(0, "zz".into());
         assert!(score(&[bad], &labels, DType::U8)
             .unwrap_err()
             .to_string()

@@ -9,11 +9,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use super::run::progress::ProgressMode;
 use loadgen_node::engine::rng::UniformIntVariant;
 use loadgen_node::engine::settings::{Scenario, TestMode};
+use loadgen_node::qsl::DType;
 use loadgen_node::round::Round;
 use netdiv_proto::Benchmark;
-use qdl::dispatch::DispatchPolicy;
-use qdl::node_url::NodeUrl;
-use qdl::samples::DType;
+use qdl::DispatchPolicy;
+use qdl::NodeUrl;
 
 /// The netdiv LoadGen node: runs MLPerf Inference benchmarks.
 #[derive(Debug, Parser)]

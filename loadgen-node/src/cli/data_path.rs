@@ -1,7 +1,7 @@
 //! The data path of each node, as the rules mean it: the interface this
 //! LoadGen node's route to the node leaves from, and the node's interface
 //! holding the address it was reached at, each resolved to what carries
-//! it (a device, or virtual interfaces only; `sut_node::nic`). Shared by
+//! it (a device, or virtual interfaces only; `sut_node::host::nic`). Shared by
 //! the run record, the system description and a submission's checks.
 
 use std::net::{IpAddr, ToSocketAddrs, UdpSocket};
@@ -9,7 +9,7 @@ use std::path::Path;
 
 use loadgen_node::run_record::{DataPathRecord, HostRecord, LinkRecord};
 use netdiv_proto::pb;
-use qdl::node_url::NodeUrl;
+use qdl::NodeUrl;
 
 /// The address each node was reached at, if it resolves.
 pub(crate) fn node_addresses(urls: &[NodeUrl]) -> Vec<Option<IpAddr>> {
@@ -35,7 +35,7 @@ pub(crate) fn address_of(url: &str) -> Option<IpAddr> {
 /// port the node was learned on), or, where the route tables cannot be
 /// read, the interface holding the source address the kernel would pick.
 pub(crate) fn route_interface(ip: IpAddr) -> Option<String> {
-    let addresses = sut_node::nic::interface_addresses();
+    let addresses = sut_node::host::nic::interface_addresses();
     let own: Vec<IpAddr> = addresses.iter().map(|(_, a)| *a).collect();
     let egress = super::egress::egress_device(
         Path::new("/proc/net"),
@@ -60,7 +60,7 @@ pub(crate) fn route_interface(ip: IpAddr) -> Option<String> {
 /// This host's interface `name`, resolved.
 pub(crate) fn local_link(name: &str) -> LinkRecord {
     let sys = Path::new("/sys/class/net");
-    let link = sut_node::nic::resolve_link(sys, name);
+    let link = sut_node::host::nic::resolve_link(sys, name);
     let speed = std::fs::read_to_string(sys.join(name).join("speed"))
         .ok()
         .and_then(|s| s.trim().parse::<i64>().ok())

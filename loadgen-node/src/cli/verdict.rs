@@ -6,8 +6,8 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
-use serde_json::Value;
+use anyhow::Result;
+use loadgen_node::mlperf_logs::{Detail, Summary};
 
 /// What a run's logs say of it.
 #[derive(Clone, Debug, PartialEq)]
@@ -23,69 +23,34 @@ pub(crate) struct Verdict {
     pub(crate) recommendations: Vec<String>,
 }
 
-/// The first value of `key` in a detail log's text.
-fn detail_value(detail: &str, key: &str) -> Option<Value> {
-    detail
-        .lines()
-        .filter_map(|l| l.strip_prefix(":::MLLOG "))
-        .filter_map(|j| serde_json::from_str::<Value>(j).ok())
-        .find(|e| e["key"] == key)
-        .map(|e| e["value"].clone())
-}
-
 impl Verdict {
-    /// The verdict of the run whose logs are in `run`.
+    /// The verdict of the run whose logs are in `run` (its detail log is
+    /// read too where there is one, for the Offline target).
     pub(crate) fn read(run: &Path) -> Result<Verdict> {
-        let summary_path = run.join("mlperf_log_summary.txt");
-        let summary = std::fs::read_to_string(&summary_path)
-            .with_context(|| format!("cannot read {}", summary_path.display()))?;
-        let detail = std::fs::read_to_string(run.join("mlperf_log_detail.txt")).unwrap_or_default();
-        Ok(Self::parse(&summary, &detail))
+        let summary = Summary::read(run)?;
+        let detail = Detail::read(run).ok();
+        Ok(Self::of(&summary, detail.as_ref()))
     }
 
-    /// The verdict in a summary's and a detail log's text.
-    pub(crate) fn parse(summary: &str, detail: &str) -> Verdict {
-        let lines: Vec<&str> = summary.lines().collect();
-        let result = lines
-            .iter()
-            .find_map(|l| l.strip_prefix("Result is"))
-            .map(|v| v.trim_start_matches([' ', ':']).trim().to_string())
+    /// The verdict a summary and a detail log give.
+    pub(crate) fn of(summary: &Summary, detail: Option<&Detail>) -> Verdict {
+        let metric = summary
+            .headline
+            .as_ref()
+            .map(|(label, value)| format!("{label}: {value}"))
             .unwrap_or_default();
-        // The headline metric is the line after "Mode".
-        let metric = lines
+        let unmet = summary
+            .checks
             .iter()
-            .position(|l| l.starts_with("Mode "))
-            .and_then(|i| lines.get(i + 1))
-            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
-            .unwrap_or_default();
-        let unmet = lines
-            .iter()
-            .filter(|l| l.contains("satisfied") && l.trim_end().ends_with("NO"))
-            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .filter(|(_, satisfied)| !satisfied)
+            .map(|(what, _)| format!("{what} : NO"))
             .collect();
-        let mut recommendations: Vec<String> = Vec::new();
-        for line in lines
-            .iter()
-            .skip_while(|l| !l.starts_with("Recommendations:"))
-            .skip(1)
-            .take_while(|l| !l.is_empty() && !l.starts_with("===="))
-        {
-            match line.trim().strip_prefix("* ") {
-                Some(item) => recommendations.push(item.to_string()),
-                // A continued item ("with the run being successful if...").
-                None if line.starts_with(' ') => {
-                    if let Some(last) = recommendations.last_mut() {
-                        last.push(' ');
-                        last.push_str(line.trim());
-                    }
-                }
-                // A heading ("Early Stopping Result:").
-                None => {}
-            }
-        }
-        let valid = result == "VALID";
+        // The LoadGen's recommendations, then its early-stopping advice.
+        let mut recommendations = summary.recommendations.clone();
+        recommendations.extend(summary.early_stopping.iter().map(|(_, text)| text.clone()));
+        let valid = summary.valid();
         if !valid {
-            recommendations.extend(offline_target(detail));
+            recommendations.extend(detail.and_then(offline_target));
         }
         Verdict {
             valid,
@@ -124,10 +89,10 @@ impl Verdict {
 /// makes the query last it at the measured rate (the LoadGen's Offline
 /// query holds target_qps x min_duration x 1.1 samples; a tenth more for
 /// margin).
-fn offline_target(detail: &str) -> Option<String> {
-    let number = |k: &str| detail_value(detail, k).and_then(|v| v.as_f64());
-    if detail_value(detail, "effective_scenario")?.as_str()? != "Offline"
-        || detail_value(detail, "result_min_duration_met")?.as_bool()?
+fn offline_target(detail: &Detail) -> Option<String> {
+    let number = |k: &str| detail.number(k);
+    if detail.value("effective_scenario")?.as_str()? != "Offline"
+        || detail.value("result_min_duration_met")?.as_bool()?
     {
         return None;
     }
@@ -146,6 +111,14 @@ fn offline_target(detail: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
+
+    /// The verdict of a summary's and a detail log's text.
+    fn verdict(summary: &str, detail: &str) -> Verdict {
+        let summary = Summary::parse(summary, Path::new("s.txt")).unwrap();
+        let detail = Detail::parse(detail, Path::new("d.txt")).ok();
+        Verdict::of(&summary, detail.as_ref())
+    }
 
     const INVALID_OFFLINE: &str = "================================================\n\
 MLPerf Results Summary\n================================================\n\
@@ -171,7 +144,7 @@ Samples per second: 1914.72\nResult is : INVALID\n  Min duration satisfied : NO\
             ("effective_target_qps", 100.into()),
             ("effective_min_duration_ms", 1000.into()),
         ]);
-        let v = Verdict::parse(INVALID_OFFLINE, &d);
+        let v = verdict(INVALID_OFFLINE, &d);
         assert!(!v.valid);
         assert_eq!(v.metric, "Samples per second: 1914.72");
         assert_eq!(v.unmet, ["Min duration satisfied : NO"]);
@@ -187,8 +160,8 @@ Samples per second: 1914.72\nResult is : INVALID\n  Min duration satisfied : NO\
     fn early_stopping_s_explanation_is_kept_whole() {
         let summary = "================================================\nMLPerf Results Summary\n================================================\nSUT name : x\nScenario : Server\nMode     : PerformanceOnly\nCompleted samples per second    : 590.12\nResult is : INVALID\n  Performance constraints satisfied : Yes\n  Min duration satisfied : Yes\n  Min queries satisfied : Yes\n  Early stopping satisfied: NO\nRecommendations:\nEarly Stopping Result:\n * Run unsuccessful.\n * Processed 2500 queries.\n * Would need to run at least 515 more queries,\n with the run being successful if every additional\n query were under latency.\n\n================================================\nAdditional Stats\n";
         assert_eq!(
-            Verdict::parse(summary, "").line(),
-            "INVALID (Completed samples per second : 590.12): Early stopping satisfied: NO. \
+            verdict(summary, "").line(),
+            "INVALID (Completed samples per second: 590.12): Early stopping satisfied : NO. \
              Recommended: Run unsuccessful. Processed 2500 queries. Would need to run at least \
              515 more queries, with the run being successful if every additional query were \
              under latency."
@@ -203,7 +176,7 @@ Samples per second: 1914.72\nResult is : INVALID\n  Min duration satisfied : NO\
                 "Min duration satisfied : NO",
                 "Min duration satisfied : Yes",
             );
-        let v = Verdict::parse(&valid, "");
+        let v = verdict(&valid, "");
         assert!(v.valid && v.unmet.is_empty());
         assert_eq!(v.line(), "VALID (Samples per second: 1914.72)");
     }

@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use qdl::samples::SampleStore;
+use crate::qsl::SampleStore;
 use qdl::{CompletionSink, NetworkSut};
 
 use crate::sut::{

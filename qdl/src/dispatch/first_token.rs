@@ -7,11 +7,11 @@
 /// The weight of each new first token in a node's running means: the last
 /// few dozen samples count, so a node that slows is seen within a fraction
 /// of a second of a Server run.
-pub const FIRST_TOKEN_WEIGHT: f64 = 1.0 / 32.0;
+pub(crate) const FIRST_TOKEN_WEIGHT: f64 = 1.0 / 32.0;
 
 /// What one first token says about its node.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct FirstToken {
+pub(crate) struct FirstToken {
     /// Seconds from sending the sample to its first token.
     pub secs: f64,
     /// The prompt tokens the node had not started when the sample was
@@ -25,7 +25,7 @@ pub struct FirstToken {
 
 /// Running means of a node's first tokens, from which the line is read.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct FirstTokenFit {
+pub(crate) struct FirstTokenFit {
     tokens: f64,
     secs: f64,
     tokens_squared: f64,
@@ -36,7 +36,7 @@ pub struct FirstTokenFit {
 impl FirstTokenFit {
     /// Takes in a first token of the node (one sent to an idle node is
     /// left out).
-    pub fn observe(&mut self, first: FirstToken) {
+    pub(crate) fn observe(&mut self, first: FirstToken) {
         if first.node_was_idle {
             return;
         }
@@ -55,7 +55,7 @@ impl FirstTokenFit {
 
     /// Seconds per prompt token: the line's slope, never below 0, and 0
     /// until prompt lengths have varied.
-    pub fn secs_per_token(&self) -> f64 {
+    pub(crate) fn secs_per_token(&self) -> f64 {
         let variance = self.tokens_squared - self.tokens * self.tokens;
         if variance < 1.0 {
             return 0.0;
@@ -66,7 +66,7 @@ impl FirstTokenFit {
     /// When the first token of a sample with `prompt_tokens` to prefill
     /// with or before it would come, in seconds; `None` before the node
     /// has shown any.
-    pub fn predict(&self, prompt_tokens: f64) -> Option<f64> {
+    pub(crate) fn predict(&self, prompt_tokens: f64) -> Option<f64> {
         self.seen
             .then(|| (self.secs + self.secs_per_token() * (prompt_tokens - self.tokens)).max(0.0))
     }

@@ -15,7 +15,7 @@ mod rejoin;
 mod router;
 #[cfg(test)]
 mod tests;
-pub mod traffic;
+pub(crate) mod traffic;
 mod watchdog;
 
 use std::sync::atomic::Ordering;
@@ -29,10 +29,10 @@ use netdiv_proto::{Benchmark, Direction};
 
 use crate::dispatch::DispatchPolicy;
 use crate::link::{InProcessNode, Link, LinkError, LinkEvents, Target};
+use crate::loaded::QslBytes;
 use crate::name::{self, NameError};
 use crate::node_url::NodeUrl;
 use crate::pool::{Pool, Window};
-use crate::samples::SampleStore;
 use crate::tls::{ClientTls, TlsError};
 use router::{CurrentLink, QueryRouter, Sink};
 
@@ -319,7 +319,7 @@ impl NetworkSut {
     /// Connects to every node (concurrently), checks each serves the
     /// store's benchmark and accepts the store's codec, and opens the
     /// query paths.
-    pub fn connect(config: QdlConfig, store: Arc<SampleStore>) -> Result<NetworkSut, QdlError> {
+    pub fn connect(config: QdlConfig, store: Arc<dyn QslBytes>) -> Result<NetworkSut, QdlError> {
         let targets = network_targets(&config);
         NetworkSut::open(config, targets, store)
     }
@@ -331,7 +331,7 @@ impl NetworkSut {
     pub fn in_process(
         nodes: Vec<Arc<dyn InProcessNode>>,
         config: QdlConfig,
-        store: Arc<SampleStore>,
+        store: Arc<dyn QslBytes>,
     ) -> Result<NetworkSut, QdlError> {
         let targets = nodes
             .into_iter()
@@ -348,7 +348,7 @@ impl NetworkSut {
     fn open(
         config: QdlConfig,
         targets: Vec<(String, Target)>,
-        store: Arc<SampleStore>,
+        store: Arc<dyn QslBytes>,
     ) -> Result<NetworkSut, QdlError> {
         let Connected {
             runtime,

@@ -12,8 +12,8 @@ use netdiv_proto::sample::completion_output;
 
 use crate::dispatch;
 use crate::link::{Link, LinkError, LinkEvents};
+use crate::loaded::QslBytes;
 use crate::pool::{AllNodesFailed, Piece, Pool, SampleRef, SendTo};
-use crate::samples::SampleStore;
 use crate::sink::{CompletionSink, Response};
 
 use super::traffic::{NodeTraffic, Window};
@@ -68,7 +68,7 @@ pub(super) struct QueryRouter {
     /// (late answers after a rejoin) are not heard.
     generations: Vec<AtomicU64>,
     pool: Mutex<Pool<Sink>>,
-    pub(super) store: Arc<SampleStore>,
+    pub(super) store: Arc<dyn QslBytes>,
     max_piece_samples: usize,
     max_piece_bytes: u64,
     /// Largest decoded response (the benchmark's message limit).
@@ -119,7 +119,7 @@ impl QueryRouter {
         urls: Vec<String>,
         links: Vec<Link>,
         pool: Pool<Sink>,
-        store: Arc<SampleStore>,
+        store: Arc<dyn QslBytes>,
         max_piece_samples: usize,
         max_piece_bytes: u64,
         max_response_bytes: u64,
@@ -255,13 +255,11 @@ impl QueryRouter {
     pub(super) fn issue(&self, samples: &[(u64, usize)], sink: &Sink) {
         let query_id = self.next_query.fetch_add(1, Ordering::Relaxed);
         let mut refs = Vec::with_capacity(samples.len());
-        {
-            let loaded = self.store.loaded();
+        let mut not_loaded = None;
+        self.store.with_loaded(&mut |loaded| {
             for &(response_id, index) in samples {
                 let Some(stored) = loaded.get(index) else {
-                    sink.fail(&format!(
-                        "QSL sample {index} was issued but is not loaded (LoadSamplesToRam)"
-                    ));
+                    not_loaded = Some(index);
                     return;
                 };
                 refs.push(SampleRef {
@@ -270,6 +268,12 @@ impl QueryRouter {
                     bytes: stored.data.len() as u64,
                 });
             }
+        });
+        if let Some(index) = not_loaded {
+            sink.fail(&format!(
+                "QSL sample {index} was issued but is not loaded (LoadSamplesToRam)"
+            ));
+            return;
         }
         let sizes: Vec<u64> = refs.iter().map(|r| r.bytes).collect();
         let ranges = dispatch::pieces(&sizes, self.max_piece_samples, self.max_piece_bytes);
@@ -300,36 +304,33 @@ impl QueryRouter {
             return;
         }
         let mut missing = Vec::new();
-        let queries: Vec<(usize, pb::Query)> = {
-            let loaded = self.store.loaded();
-            sends
-                .into_iter()
-                .map(|SendTo { node, piece }| {
-                    let samples = piece
-                        .samples
-                        .iter()
-                        .filter_map(|s| match loaded.get(s.index) {
-                            Some(stored) => Some(pb::Sample {
-                                response_id: s.response_id,
-                                data: stored.data.clone(),
-                                codec: stored.codec.to_proto() as i32,
-                                decoded_size: stored.decoded_size,
-                            }),
-                            None => {
-                                missing.push((node, s.response_id, s.index));
-                                None
-                            }
-                        })
-                        .collect();
-                    let query = pb::Query {
-                        query_id: piece.query_id,
-                        samples,
-                        ..Default::default()
-                    };
-                    (node, query)
-                })
-                .collect()
-        };
+        let mut queries: Vec<(usize, pb::Query)> = Vec::with_capacity(sends.len());
+        self.store.with_loaded(&mut |loaded| {
+            queries.extend(sends.iter().map(|&SendTo { node, ref piece }| {
+                let samples = piece
+                    .samples
+                    .iter()
+                    .filter_map(|s| match loaded.get(s.index) {
+                        Some(stored) => Some(pb::Sample {
+                            response_id: s.response_id,
+                            data: stored.data.clone(),
+                            codec: stored.codec.to_proto() as i32,
+                            decoded_size: stored.decoded_size,
+                        }),
+                        None => {
+                            missing.push((node, s.response_id, s.index));
+                            None
+                        }
+                    })
+                    .collect();
+                let query = pb::Query {
+                    query_id: piece.query_id,
+                    samples,
+                    ..Default::default()
+                };
+                (node, query)
+            }));
+        });
         for (node, query) in queries {
             let wire: u64 = query.samples.iter().map(|s| s.data.len() as u64).sum();
             let decoded: u64 = query.samples.iter().map(|s| s.decoded_size).sum();

@@ -12,8 +12,35 @@ use netdiv_proto::{pb, Benchmark};
 
 use super::*;
 use crate::link::{NodeAnswers, QueryPath};
-use crate::samples::SampleSource;
+use crate::loaded::{LoadedView, StoredSample};
 use crate::sink::{CompletionSink, Response};
+
+/// A QSL whose every sample is loaded: four bytes each.
+#[derive(Debug)]
+struct Samples {
+    benchmark: Benchmark,
+    loaded: Vec<StoredSample>,
+}
+
+impl LoadedView for Samples {
+    fn get(&self, index: usize) -> Option<&StoredSample> {
+        self.loaded.get(index)
+    }
+}
+
+impl QslBytes for Samples {
+    fn benchmark(&self) -> &Benchmark {
+        &self.benchmark
+    }
+
+    fn codec(&self) -> Codec {
+        Codec::None
+    }
+
+    fn with_loaded(&self, read: &mut dyn FnMut(&dyn LoadedView)) {
+        read(self)
+    }
+}
 
 /// What arrives at a scripted node, and where its answers go.
 #[derive(Default)]
@@ -240,15 +267,16 @@ fn qdl(
     total: usize,
     tune: impl FnOnce(&mut QdlConfig),
 ) -> NetworkSut {
-    let benchmark = Benchmark::parse(benchmark).unwrap();
-    let store = SampleStore::new(
-        benchmark,
-        SampleSource::synthetic(&benchmark, 7),
-        Codec::None,
-        total,
-    )
-    .unwrap();
-    store.load(&(0..total).collect::<Vec<_>>()).unwrap();
+    let store = Samples {
+        benchmark: Benchmark::parse(benchmark).unwrap(),
+        loaded: (0..total)
+            .map(|i| StoredSample {
+                data: vec![i as u8; 4].into(),
+                codec: Codec::None,
+                decoded_size: 4,
+            })
+            .collect(),
+    };
     let mut config = QdlConfig::new(Vec::new());
     config.node_timeout = None;
     config.rejoin = None;

@@ -13,8 +13,8 @@ use std::time::Instant;
 
 use netdiv_proto::Benchmark;
 
-use super::llm::InvalidPrompt;
 use super::openai::errors::AnswerError;
+use super::synthetic_llm::InvalidPrompt;
 
 /// What a device needs of a sample: its decoded input bytes, and whether
 /// its client took it back (`crate::reply`). The node's own record of the

@@ -1,6 +1,6 @@
 //! Accelerator backends. A batch backend takes a batch of decoded inputs
 //! and gives one output (or a per-sample error) per input; the synthetic
-//! LLM backend ([`llm`]) and a serving engine over HTTP ([`openai`])
+//! LLM backend ([`synthetic_llm`]) and a serving engine over HTTP ([`openai`])
 //! instead stream each sample's tokens, for the benchmarks that measure
 //! token latencies. Each is a [`device::Device`], the one interface the
 //! node's device threads run; backends know nothing of transports or
@@ -8,11 +8,11 @@
 
 pub mod device;
 mod hash;
-pub mod llm;
 pub mod onnx;
 pub mod openai;
 pub mod prepost;
 pub mod synthetic;
+pub mod synthetic_llm;
 
 use std::sync::Arc;
 
@@ -21,10 +21,10 @@ use serde::{Deserialize, Serialize};
 
 pub use self::device::Backend;
 use self::device::{BatchDevice, Device, Work};
-use self::llm::{LlmBackend, LlmConfig, LlmConfigError};
 use self::onnx::{OnnxBackend, OnnxConfig, OnnxError};
 use self::openai::{OpenaiBackend, OpenaiConfig, OpenaiError};
 use self::synthetic::{SyntheticBackend, SyntheticConfig};
+use self::synthetic_llm::{LlmConfig, LlmConfigError, SyntheticLlmBackend};
 
 /// Which backend a node runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, Deserialize, Serialize)]
@@ -52,7 +52,7 @@ impl BackendKind {
     pub fn name(self) -> &'static str {
         match self {
             BackendKind::Synthetic => "synthetic",
-            BackendKind::SyntheticLlm => llm::KIND,
+            BackendKind::SyntheticLlm => synthetic_llm::KIND,
             BackendKind::Onnx => "onnx",
             BackendKind::Openai => openai::KIND,
         }
@@ -162,7 +162,9 @@ impl BackendConfig {
     pub fn build(&self) -> Result<Arc<dyn Backend>, BackendError> {
         Ok(match self.kind {
             BackendKind::Synthetic => Arc::new(SyntheticBackend::new(self.synthetic.clone())),
-            BackendKind::SyntheticLlm => return Err(BackendError::StreamsTokens(llm::KIND)),
+            BackendKind::SyntheticLlm => {
+                return Err(BackendError::StreamsTokens(synthetic_llm::KIND))
+            }
             BackendKind::Openai => return Err(BackendError::StreamsTokens(openai::KIND)),
             BackendKind::Onnx => Arc::new(OnnxBackend::load(&self.onnx)?),
         })
@@ -184,7 +186,7 @@ impl BackendConfig {
         if self.kind == BackendKind::Openai {
             self.openai.check(benchmark)?;
         } else if self.paired_streaming(benchmark)? {
-            LlmBackend::new(self.llm.clone(), benchmark)?;
+            SyntheticLlmBackend::new(self.llm.clone(), benchmark)?;
         }
         Ok(())
     }
@@ -195,7 +197,7 @@ impl BackendConfig {
     fn paired_streaming(&self, benchmark: &Benchmark) -> Result<bool, BackendError> {
         let streams = self.streams_tokens(benchmark);
         let kind = match self.kind {
-            BackendKind::Synthetic if streams => llm::KIND,
+            BackendKind::Synthetic if streams => synthetic_llm::KIND,
             kind => kind.name(),
         };
         pairing(kind, streams, benchmark)?;
@@ -218,7 +220,7 @@ impl BackendConfig {
             return Ok(Arc::new(engine));
         }
         Ok(if self.paired_streaming(benchmark)? {
-            Arc::new(LlmBackend::new(self.llm.clone(), benchmark)?)
+            Arc::new(SyntheticLlmBackend::new(self.llm.clone(), benchmark)?)
         } else {
             Arc::new(BatchDevice::new(self.build()?))
         })
@@ -244,8 +246,8 @@ mod tests {
     fn synthetic_streams_tokens_exactly_for_token_benchmarks() {
         let synthetic = config(BackendKind::Synthetic);
         for (name, kind) in [
-            ("llama2-70b-interactive-99", llm::KIND),
-            ("whisper", llm::KIND),
+            ("llama2-70b-interactive-99", synthetic_llm::KIND),
+            ("whisper", synthetic_llm::KIND),
             ("gptj", "synthetic"),
             ("resnet50", "synthetic"),
         ] {

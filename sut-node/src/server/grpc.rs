@@ -183,7 +183,9 @@ impl pb::sut_node_server::SutNode for GrpcService {
         &self,
         _request: Request<pb::InfoRequest>,
     ) -> Result<Response<pb::NodeInfo>, Status> {
-        Ok(Response::new(self.node.info(crate::nic::interfaces())))
+        Ok(Response::new(
+            self.node.info(crate::host::nic::interfaces()),
+        ))
     }
 
     type InferStream = CompletionStream;

@@ -293,7 +293,7 @@ async fn serve_stream(
         ),
         Some(quic_request::Kind::Info(_)) => (
             "Info",
-            quic_response::Kind::Info(node.info(crate::nic::interfaces())),
+            quic_response::Kind::Info(node.info(crate::host::nic::interfaces())),
         ),
         None => ("other", quic_response::Kind::Error("empty request".into())),
     };

@@ -290,7 +290,7 @@ fn netdiv_run(
         &url,
         // The QSL's "samples loaded" lines: the memory column's floor.
         "--log-level",
-        "info,qdl::samples=debug",
+        "info,loadgen_node::qsl=debug",
     ]
     .iter()
     .map(|s| s.to_string())

@@ -27,7 +27,7 @@ use netdiv_tests::bench::{finish_benchmark, machine_description, median, token_m
 use netdiv_tests::configs::UserConf;
 use netdiv_tests::network_run::{loadgen, Cluster};
 use netdiv_tests::{loadgen_node_bin, test_dir, write_file};
-use sut_node::backend::llm::LlmConfig;
+use sut_node::backend::synthetic_llm::LlmConfig;
 use sut_node::config::FileConfig;
 
 /// Prints a markdown table per scenario. NETDIV_LOADGEN_NODE /
@@ -208,10 +208,11 @@ fn measure_samples(
         ..Measure::default()
     };
     if scenario == "Offline" {
-        let samples =
-            netdiv_tests::mlperf_logs::detail_value(&run.detail()?, "effective_samples_per_query")
-                .and_then(|v| v.as_f64())
-                .with_context(|| format!("{label}: no effective_samples_per_query"))?;
+        let samples = run
+            .detail()?
+            .value("effective_samples_per_query")
+            .and_then(|v| v.as_f64())
+            .with_context(|| format!("{label}: no effective_samples_per_query"))?;
         let tokens = samples * f64::from(cli.output_tokens);
         let cpu_ms = run.cpu.context("no CPU time")?.as_secs_f64() * 1e3;
         measure.cpu_ms_per_k_tokens = cpu_ms / tokens * 1e3;

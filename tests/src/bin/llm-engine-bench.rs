@@ -26,7 +26,6 @@ use anyhow::{Context, Result};
 use netdiv_tests::bench::{finish_benchmark, machine_description};
 use netdiv_tests::configs::{node_toml, UserConf};
 use netdiv_tests::llama::{llama_cpp_files, synthetic_prompt, LlamaServer};
-use netdiv_tests::mlperf_logs::detail_value;
 use netdiv_tests::network_run::{loadgen, LoadgenRun};
 use netdiv_tests::sut_client::NodeProcess;
 use netdiv_tests::{test_dir, write_file};
@@ -210,7 +209,8 @@ fn detail_ms(run: &LoadgenRun, key: &str) -> Result<f64> {
 
 fn detail_f64(run: &LoadgenRun, key: &str) -> Result<f64> {
     let detail = run.detail()?;
-    detail_value(&detail, key)
+    detail
+        .value(key)
         .and_then(|v| v.as_f64())
         .with_context(|| format!("no {key} in {}", run.logs.display()))
 }

@@ -26,7 +26,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use netdiv_tests::bench::{finish_benchmark, machine_description, median};
 use netdiv_tests::binaries::OFFICIAL_VERSION;
 use netdiv_tests::engines::{run, Engine, RunOutput, RunSpec};
-use netdiv_tests::mlperf_logs::{detail_value, summary_value};
+use netdiv_tests::mlperf_logs::summary_value;
 use netdiv_tests::{test_dir, write_file};
 
 /// Benchmarks netdiv's loadgen-node against the official MLPerf LoadGen
@@ -410,8 +410,9 @@ fn mem_available_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
-fn generated(detail: &[(String, serde_json::Value)], key: &str) -> Result<u64> {
-    detail_value(detail, key)
+fn generated(detail: &netdiv_tests::mlperf_logs::Detail, key: &str) -> Result<u64> {
+    detail
+        .value(key)
         .and_then(|v| v.as_u64())
         .ok_or_else(|| anyhow!("no integer `{key}` in the detail log"))
 }

@@ -22,7 +22,7 @@ use netdiv_tests::bench::{finish_benchmark, machine_description, token_measure};
 use netdiv_tests::configs::UserConf;
 use netdiv_tests::network_run::{loadgen, Cluster, LoadgenRun};
 use netdiv_tests::{loadgen_node_bin, test_dir, write_file};
-use sut_node::backend::llm::LlmConfig;
+use sut_node::backend::synthetic_llm::LlmConfig;
 use sut_node::config::FileConfig;
 
 #[derive(Clone, Debug, clap::Parser)]

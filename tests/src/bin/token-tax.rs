@@ -30,7 +30,7 @@ use netdiv_tests::bench::{
 use netdiv_tests::configs::{node_toml, UserConf};
 use netdiv_tests::network_run::{loadgen, BenchClusters, Setup};
 use netdiv_tests::{loadgen_node_bin, test_dir, write_file};
-use sut_node::backend::llm::LlmConfig;
+use sut_node::backend::synthetic_llm::LlmConfig;
 use sut_node::config::FileConfig;
 
 /// Prints markdown tables of the token network tax and the highest VALID

@@ -15,14 +15,14 @@
 //! Usage: `cargo run --release -p netdiv-tests --bin unet-wire`.
 
 use loadgen_node::run_record::RunRecord;
-use qdl::network::traffic::NodeTrafficReport;
+use qdl::NodeTrafficReport;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::{bail, Context, Result};
 use netdiv_tests::bench::{finish_benchmark, machine_description, median};
-use netdiv_tests::mlperf_logs::{detail_value, parse_detail};
+use netdiv_tests::mlperf_logs::Detail;
 use netdiv_tests::sut_client::NodeProcess;
 use netdiv_tests::{loadgen_node_bin, test_dir, write_file};
 
@@ -56,8 +56,9 @@ fn loadgen(args: &[String], out: &Path) -> Result<(f64, Option<RunRecord>)> {
     if !status.success() {
         bail!("loadgen-node run {} failed", args.join(" "));
     }
-    let detail = parse_detail(&std::fs::read_to_string(out.join("mlperf_log_detail.txt"))?)?;
-    let throughput = detail_value(&detail, "result_samples_per_second")
+    let detail = Detail::read(out)?;
+    let throughput = detail
+        .value("result_samples_per_second")
         .and_then(serde_json::Value::as_f64)
         .context("no result_samples_per_second")?;
     let record = RunRecord::read_in(out)?;

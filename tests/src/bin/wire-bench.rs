@@ -327,7 +327,7 @@ fn bench(cli: &Cli) -> Result<String> {
         Target::Network(Setup::Quic),
     ];
     // The same paths with idle CPUs polling, where this process may ask.
-    let polling = sut_node::cpu_latency::CpuLatencyRequest::hold(0).map(drop);
+    let polling = sut_node::host::cpu_latency::CpuLatencyRequest::hold(0).map(drop);
     if polling.is_ok() {
         single_targets.extend([
             Target::NetworkPolling(Setup::Grpc),

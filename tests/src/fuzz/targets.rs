@@ -19,6 +19,7 @@ use bytes::Bytes;
 use loadgen_node::engine::settings::{
     apply_config, ConfKind, ConfigFile, EffectiveSettings, Scenario, TestSettings,
 };
+use loadgen_node::qsl::npy::{parse_npy, NpyFormatError};
 use netdiv_proto::benchmark::TABLE;
 use netdiv_proto::codec::{self, Codec, DecodeError};
 use netdiv_proto::dtype::DType;
@@ -28,11 +29,10 @@ use netdiv_proto::sample::{accept_sample, completion_output};
 use netdiv_proto::transport::{default_max_sample_bytes, message_limit};
 use netdiv_proto::{Benchmark, Direction};
 use prost::Message;
-use qdl::samples::npy::{parse_npy, NpyFormatError};
-use sut_node::backend::llm::{LlmBackend, LlmConfig, TokenIds};
 use sut_node::backend::openai::prompt_ids;
 use sut_node::backend::prepost::{InputElements, Preprocess};
-use sut_node::config::FileConfig;
+use sut_node::backend::synthetic_llm::{LlmConfig, SyntheticLlmBackend, TokenIds};
+use sut_node::config::{FileConfig, NodeConfig};
 use sut_node::server::version_mismatch;
 
 use super::Trace;
@@ -116,7 +116,7 @@ fn submit_query(query: pb::Query, benchmark: &Benchmark, max_sample_bytes: u64, 
 /// otherwise the ONNX backend's size check and pre-processing.
 fn backend_input(data: &[u8], benchmark: &Benchmark, t: &mut Trace) {
     if benchmark.uses_token_latencies() {
-        match LlmBackend::new(LlmConfig::default(), benchmark) {
+        match SyntheticLlmBackend::new(LlmConfig::default(), benchmark) {
             Ok(llm) => match llm.plan(data) {
                 Ok(plan) => t.value("llm.prompt_tokens", plan.prompt_tokens as u64),
                 Err(e) => t.error("llm.plan", &e),
@@ -465,8 +465,9 @@ pub fn sut_node_config(data: &[u8]) {
 ///
 /// The input is the file (invalid UTF-8 replaced: `FileConfig::load`
 /// refuses such a file before parsing, which is not worth fuzzing). The
-/// steps after parsing are those of `FileConfig::load` and
-/// `NodeConfig::from_cli` for a node started with only `--config`.
+/// steps after parsing are those of `FileConfig::load` (paths made
+/// relative to its folder), then `NodeConfig::from_file`, as for a node
+/// started with only `--config`.
 pub fn sut_node_config_traced(data: &[u8], t: &mut Trace) {
     let text = String::from_utf8_lossy(data);
     let mut file: FileConfig = match toml::from_str(&text) {
@@ -491,40 +492,15 @@ pub fn sut_node_config_traced(data: &[u8], t: &mut Trace) {
     {
         *p = base.join(&*p);
     }
-    // NodeConfig::from_cli, the file's part.
-    let benchmark = match file.benchmark() {
-        Ok(Some(b)) => b,
-        Ok(None) => *benchmark_at(0),
-        Err(e) => return t.error("benchmark", &format!("{e:#}")),
-    };
-    t.hit(benchmark.name());
-    let codec = match file.response_codec.as_deref().map(str::parse::<Codec>) {
-        None => Codec::None,
-        Some(Ok(codec)) => codec,
-        Some(Err(e)) => return t.error("response_codec", &e),
-    };
-    if let Err(e) = benchmark.check_codec(Direction::Output, codec) {
-        return t.error("response codec", &e);
+    // What the file resolves to, as the node resolves it.
+    if let Ok(Some(benchmark)) = file.benchmark() {
+        t.hit(benchmark.name());
     }
-    let backend = file.backend_config();
-    t.hit(backend.kind.name());
-    if let Err(e) = backend.check(&benchmark) {
-        return t.error("backend", &e);
+    t.hit(file.backend_config().kind.name());
+    match NodeConfig::from_file(file) {
+        Ok(config) => t.value("max_sample_bytes", config.max_sample_bytes),
+        Err(e) => t.error("config", &format!("{e:#}")),
     }
-    if file.batching.max_batch_size == 0 {
-        return t.hit("batch size 0");
-    }
-    let limits = match sut_node::limits::Limits::from_config(&file.limits, &benchmark) {
-        Ok(limits) => limits,
-        Err(e) => return t.error("limits", &format!("{e:#}")),
-    };
-    let max_sample_bytes = file
-        .max_sample_bytes
-        .unwrap_or_else(|| default_max_sample_bytes(&benchmark));
-    if max_sample_bytes > limits.max_bytes_held {
-        return t.hit("sample larger than the node may hold");
-    }
-    t.value("max_sample_bytes", max_sample_bytes);
 }
 
 /// Whether a string of the file holds 256 quotes in a row, on which

@@ -7,8 +7,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _, Result};
+use loadgen_node::mlperf_logs::{Summary, SUMMARY};
 use loadgen_node::run_record::RunRecord;
-use qdl::node_url::{NodeUrl, Transport};
+use qdl::{NodeUrl, Transport};
 
 use super::relay::{self, Relay};
 use super::{child_run, run_dir, Outcome, Step, USER_CONF};
@@ -313,14 +314,10 @@ pub(crate) fn wire(ctx: &Context) -> Step {
 
 /// The median latency a run's summary reports, in milliseconds.
 fn median_latency_ms(run: &Path) -> Result<f64> {
-    let path = run.join("mlperf_log_summary.txt");
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("50.00 percentile latency (ns)"))
-        .and_then(|v| v.trim_start_matches([' ', ':']).trim().parse::<f64>().ok())
+    Summary::read(run)?
+        .number("50.00 percentile latency (ns)")
         .map(|ns| ns / 1e6)
-        .with_context(|| format!("no median latency in {}", path.display()))
+        .with_context(|| format!("no median latency in {}", run.join(SUMMARY).display()))
 }
 
 /// Step 4: a delay on the fabric shows in the measured latency.
@@ -455,7 +452,7 @@ pub(crate) fn report(ctx: &Context) -> Step {
         } else {
             dir
         };
-        if run.join("mlperf_log_summary.txt").is_file() {
+        if run.join(SUMMARY).is_file() {
             found += 1;
             let report = run.join(crate::cli::report::FILE);
             if report.is_file() {

@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use loadgen_node::run_record::{BandwidthCheck, NodeRecord, QdlRecord, RunRecord};
 
-use qdl::network::traffic::LatencySummary;
+use qdl::LatencySummary;
 
 use super::logs::RunLogs;
 use super::plots::{Plot, PlotBody, Section};
@@ -383,7 +383,7 @@ struct TokenBounds {
 }
 
 impl TokenBounds {
-    fn of(detail: &super::logs::Detail) -> TokenBounds {
+    fn of(detail: &loadgen_node::mlperf_logs::Detail) -> TokenBounds {
         let us = |key: &str| {
             detail
                 .number(key)

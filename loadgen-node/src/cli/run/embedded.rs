@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use loadgen_node::engine::settings::Scenario;
-use qdl::node_url::NodeUrl;
+use qdl::NodeUrl;
 
 use super::plan::{RunPlan, Target};
 use crate::cli::args::Engine;

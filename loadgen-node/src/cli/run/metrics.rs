@@ -17,8 +17,8 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
-use qdl::network::traffic::{LatencySummary, NodeTrafficReport};
-use qdl::network::NetworkObserver;
+use qdl::NetworkObserver;
+use qdl::{LatencySummary, NodeTrafficReport};
 use tokio::sync::watch;
 
 /// What a scrape reads.

@@ -38,7 +38,7 @@ pub(crate) fn command(args: &RunArgs) -> Result<()> {
     for warning in plan.conf_warnings()? {
         tracing::warn!("{warning}");
     }
-    let _cpu_latency = sut_node::cpu_latency::hold_requested(plan.cpu_latency_us)?;
+    let _cpu_latency = sut_node::host::cpu_latency::hold_requested(plan.cpu_latency_us)?;
     let scenario = match (&plan.target, plan.scenario) {
         (Target::Embedded { .. }, _) => return embedded::run_default(&plan),
         (_, Some(s)) => s.scenario,
@@ -63,7 +63,7 @@ pub(crate) fn command(args: &RunArgs) -> Result<()> {
 /// The run's report beside its logs, if it wrote a summary (a run that
 /// failed late still gets one: its logs say why).
 pub(crate) fn report_after(plan: &RunPlan, output: &Path) {
-    if plan.outputs.report && output.join(super::report::logs::SUMMARY).is_file() {
+    if plan.outputs.report && output.join(loadgen_node::mlperf_logs::SUMMARY).is_file() {
         super::report::after_run(output);
     }
 }

@@ -10,7 +10,7 @@ use anyhow::{bail, Result};
 use loadgen_node::engine::settings::Scenario;
 use loadgen_node::sut::network::QdlSut;
 use loadgen_node::sut::Counters;
-use qdl::node_url::NodeUrl;
+use qdl::NodeUrl;
 
 use super::engines;
 use super::plan::RunPlan;
@@ -89,8 +89,8 @@ fn separation(plan: &RunPlan, nodes: &[NodeUrl], network: &qdl::NetworkSut) -> R
     let found = super::submission_mode::check_nodes(
         nodes,
         network.node_infos(),
-        &sut_node::nic::host_identity(),
-        &sut_node::nic::host(),
+        &sut_node::host::nic::host_identity(),
+        &sut_node::host::nic::host(),
     )?;
     if found.is_empty() {
         return Ok(found);

@@ -14,6 +14,7 @@ use loadgen_node::engine::settings::{
     apply_config, ConfKind, ConfigFile, Scenario, TestMode, TestSettings,
 };
 use loadgen_node::engine::EngineOptions;
+use loadgen_node::qsl::{DType, SampleSource, SampleStore};
 use loadgen_node::round::Round;
 use loadgen_node::sut::local::{LocalSut, NodeInProcess};
 use loadgen_node::sut::network::QdlSut;
@@ -22,8 +23,7 @@ use loadgen_node::sut::Counters;
 use netdiv_proto::codec::Codec;
 use netdiv_proto::transport;
 use netdiv_proto::Benchmark;
-use qdl::node_url::NodeUrl;
-use qdl::samples::{DType, SampleSource, SampleStore};
+use qdl::NodeUrl;
 use sut_node::backend::BackendConfig;
 use sut_node::batcher::BatchPolicy;
 
@@ -413,7 +413,7 @@ impl RunPlan {
         } = &mut source
         {
             *int64_as_int32 = self.samples.int64_as_int32;
-            qdl::samples::npy_folder::check(files, &self.benchmark, *int64_as_int32)
+            loadgen_node::qsl::npy_folder::check(files, &self.benchmark, *int64_as_int32)
                 .with_context(|| format!("--data-dir {}", path.display()))?;
         }
         if let SampleSource::Dataset(data) = &source {
@@ -613,7 +613,7 @@ pub(crate) struct QdlPlan {
     /// The configuration without nodes (limits follow the benchmark).
     base: qdl::QdlConfig,
     /// `--dispatch`, if given (else the benchmark's default).
-    dispatch: Option<qdl::dispatch::DispatchPolicy>,
+    dispatch: Option<qdl::DispatchPolicy>,
     /// `--io-threads`, if given.
     io_threads: Option<usize>,
     /// `--expand-dns`: one node per address a name resolves to.
@@ -630,8 +630,8 @@ impl QdlPlan {
     /// The QDL's side of the network flags.
     pub(crate) fn from_args(n: &NetworkArgs) -> Result<QdlPlan> {
         let tls = match (&n.dev_tls, &n.tls_ca) {
-            (Some(dir), _) => Some(qdl::tls::ClientTls::dev(dir)),
-            (None, Some(ca)) => Some(qdl::tls::ClientTls {
+            (Some(dir), _) => Some(qdl::ClientTls::dev(dir)),
+            (None, Some(ca)) => Some(qdl::ClientTls {
                 ca: ca.clone(),
                 identity: n.tls_cert.clone().zip(n.tls_key.clone()),
                 server_name: None,

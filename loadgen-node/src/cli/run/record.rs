@@ -8,31 +8,22 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use loadgen_node::mlperf_logs::Detail;
 use loadgen_node::run_record::{
     self, BandwidthCheck, NicRecord, NodeChange, NodeRecord, QdlRecord, RunRecord, SamplesRecord,
 };
 use netdiv_proto::bandwidth;
 use netdiv_proto::pb;
-use serde_json::Value;
 
 use super::plan::RunPlan;
 use crate::cli::data_path;
 
-/// The first numeric value of `key` in the detail log the run wrote
-/// (`:::MLLOG {json}` lines).
-fn detail_number(output: &Path, key: &str) -> Option<f64> {
-    let text = std::fs::read_to_string(output.join("mlperf_log_detail.txt")).ok()?;
-    text.lines()
-        .filter_map(|l| l.strip_prefix(":::MLLOG "))
-        .filter_map(|json| serde_json::from_str::<Value>(json).ok())
-        .find(|entry| entry["key"] == key)?["value"]
-        .as_f64()
-}
-
 /// Samples per second the LoadGen measured, if the run logged it.
 fn throughput(output: &Path) -> Option<f64> {
-    detail_number(output, "result_samples_per_second")
-        .or_else(|| detail_number(output, "result_completed_samples_per_sec"))
+    let detail = Detail::read(output).ok()?;
+    detail
+        .number("result_samples_per_second")
+        .or_else(|| detail.number("result_completed_samples_per_sec"))
 }
 
 fn nic_record(nic: &pb::Nic) -> NicRecord {
@@ -129,7 +120,7 @@ fn node_records(network: &qdl::NetworkSut) -> Vec<NodeRecord> {
 pub(crate) struct RecordInputs<'a> {
     pub(crate) plan: &'a RunPlan,
     pub(crate) network: &'a qdl::NetworkSut,
-    pub(crate) store: &'a qdl::samples::SampleStore,
+    pub(crate) store: &'a loadgen_node::qsl::SampleStore,
     /// The scenario as the rules name it.
     pub(crate) scenario: &'a str,
     /// The run's log folder.
@@ -152,7 +143,7 @@ pub(crate) fn build(inputs: &RecordInputs<'_>, failure: Option<String>) -> RunRe
     let (traffic, seconds) = network.traffic();
     let stats = network.stats();
     let benchmark = store.benchmark();
-    let sum = |f: fn(&qdl::network::traffic::NodeTrafficReport) -> u64| {
+    let sum = |f: fn(&qdl::NodeTrafficReport) -> u64| {
         traffic.iter().map(|(t, _)| f(t)).sum::<u64>() as f64
     };
     let wire = (
@@ -218,7 +209,7 @@ pub(crate) fn build(inputs: &RecordInputs<'_>, failure: Option<String>) -> RunRe
             data_path::loadgen_rate_bytes_per_s(&paths),
         ),
         failure,
-        loadgen_host: Some(data_path::host_record(&sut_node::nic::host())),
+        loadgen_host: Some(data_path::host_record(&sut_node::host::nic::host())),
         rehearsal: !rehearsal_reasons.is_empty(),
         rehearsal_reasons: rehearsal_reasons.to_vec(),
     }

@@ -8,7 +8,7 @@ use std::net::IpAddr;
 
 use anyhow::{bail, Result};
 use netdiv_proto::pb;
-use qdl::node_url::NodeUrl;
+use qdl::NodeUrl;
 
 /// Why an address is not across a network from here, if it is not.
 fn local_address(ip: IpAddr) -> Option<&'static str> {
@@ -67,7 +67,7 @@ pub(crate) fn check_nodes(
         let shared = info
             .host
             .as_ref()
-            .map(|h| sut_node::nic::shared_identities(own, h))
+            .map(|h| sut_node::host::nic::shared_identities(own, h))
             .unwrap_or_default();
         if !shared.is_empty() {
             found.push(format!(

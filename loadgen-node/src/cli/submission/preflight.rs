@@ -10,7 +10,7 @@ use anyhow::{bail, Result};
 use loadgen_node::engine::settings::{EffectiveSettings, Scenario, TestSettings};
 use loadgen_node::round::SuiteEntry;
 use netdiv_proto::pb;
-use qdl::node_url::NodeUrl;
+use qdl::NodeUrl;
 use serde_json::{Map, Value};
 
 use super::rules::{self, Finding, NodeFacts};
@@ -126,19 +126,19 @@ pub(crate) fn run(plan: &RunPlan, inputs: &Inputs<'_>) -> Result<Preflight> {
             address: *address,
             loadgen_link: address.and_then(|a| {
                 let name = data_path::route_interface(a)?;
-                let link = sut_node::nic::resolve_link(Path::new("/sys/class/net"), &name);
+                let link = sut_node::host::nic::resolve_link(Path::new("/sys/class/net"), &name);
                 Some((name, link))
             }),
         })
         .collect();
-    let own_host = sut_node::nic::host();
+    let own_host = sut_node::host::nic::host();
     let mut findings = rules::separate_machines(&own_host, &facts);
     findings.extend(rules::physical_machines(
         &own_host,
         &facts,
         inputs.attested_virtual_machines,
     ));
-    let own_addresses: Vec<_> = sut_node::nic::interface_addresses()
+    let own_addresses: Vec<_> = sut_node::host::nic::interface_addresses()
         .into_iter()
         .map(|(_, ip)| ip)
         .filter(|ip| !ip.is_loopback())
@@ -266,7 +266,7 @@ fn serving(plan: &RunPlan, nodes: &[(String, pb::NodeInfo)]) -> Vec<String> {
 }
 
 /// The first and last samples of the data set load: what they are.
-fn data_loads(source: &qdl::samples::SampleSource) -> Result<String, String> {
+fn data_loads(source: &loadgen_node::qsl::SampleSource) -> Result<String, String> {
     let Some(count) = source.count() else {
         return Ok(format!("the samples are {}", source.describe()));
     };

@@ -13,8 +13,8 @@ use std::net::IpAddr;
 
 use netdiv_proto::codec::Codec;
 use netdiv_proto::pb;
-use qdl::node_url::NodeUrl;
-use sut_node::nic::{shared_identities, Link};
+use qdl::NodeUrl;
+use sut_node::host::nic::{shared_identities, Link};
 
 /// A rule a submission would break, and what shows it.
 #[derive(Clone, Debug, PartialEq)]
@@ -327,8 +327,8 @@ pub(crate) fn real_backends(nodes: &[NodeFacts<'_>]) -> Vec<Finding> {
 }
 
 /// The samples are the benchmark's data set, not synthetic.
-pub(crate) fn real_data(source: &qdl::samples::SampleSource) -> Option<Finding> {
-    use qdl::samples::SampleSource;
+pub(crate) fn real_data(source: &loadgen_node::qsl::SampleSource) -> Option<Finding> {
+    use loadgen_node::qsl::SampleSource;
     match source {
         SampleSource::Dataset(_) | SampleSource::NpyDir { .. } => None,
         other => Some(finding(

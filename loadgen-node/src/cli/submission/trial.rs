@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use loadgen_node::engine::settings::{EffectiveSettings, Scenario};
-use qdl::{CompletionSink, NetworkSut, Response};
+use qdl::{CompletionSink, LoadedView, NetworkSut, Response};
 
 use crate::cli::run::plan::{RunPlan, Target};
 
@@ -89,7 +89,7 @@ fn run(plan: &RunPlan, samples: usize) -> Result<Trial> {
     let average = (loaded_bytes / loaded.len().max(1)).max(1);
     let samples = samples.min((SENT_BYTES / average).max(loaded.len()));
     let config = plan.qdl.config(nodes.clone(), &plan.benchmark)?;
-    let sut = NetworkSut::connect(config, Arc::clone(&qsl.store))?;
+    let sut = NetworkSut::connect(config, qsl.store.clone())?;
     let counter = Arc::new(Counter::default());
     let sink: Arc<dyn CompletionSink> = counter.clone();
     let query: Vec<(u64, usize)> = (0..samples)

@@ -71,7 +71,7 @@ pub(crate) fn data_path_interfaces(addresses: &[Option<std::net::IpAddr>]) -> Ve
 }
 
 /// The address each node was reached at, if it resolves.
-pub(crate) fn node_addresses(urls: &[qdl::node_url::NodeUrl]) -> Vec<Option<std::net::IpAddr>> {
+pub(crate) fn node_addresses(urls: &[qdl::NodeUrl]) -> Vec<Option<std::net::IpAddr>> {
     super::data_path::node_addresses(urls)
 }
 
@@ -192,9 +192,9 @@ pub(crate) fn measure(network: &super::args::NetworkArgs) -> anyhow::Result<Meas
     let transports: Vec<&str> = nodes
         .iter()
         .map(|u| match u.transport {
-            qdl::node_url::Transport::Grpc if tls => "grpcs",
-            qdl::node_url::Transport::Grpc => "grpc",
-            qdl::node_url::Transport::Quic => "quic",
+            qdl::Transport::Grpc if tls => "grpcs",
+            qdl::Transport::Grpc => "grpc",
+            qdl::Transport::Quic => "quic",
         })
         .collect();
     let addresses = node_addresses(&nodes);
@@ -213,7 +213,7 @@ pub(crate) fn measure(network: &super::args::NetworkArgs) -> anyhow::Result<Meas
         kernel.trim()
     );
     // Only the interfaces the connections use (all, if none is known).
-    let mut local = sut_node::nic::interfaces();
+    let mut local = sut_node::host::nic::interfaces();
     if local.iter().any(|n| data_path.contains(&n.name)) {
         local.retain(|n| data_path.contains(&n.name));
     }
@@ -362,7 +362,7 @@ mod tests {
 
     #[test]
     fn the_data_path_is_the_interface_a_node_is_reached_through() {
-        let url: qdl::node_url::NodeUrl = "grpc://127.0.0.1:7000".parse().unwrap();
+        let url: qdl::NodeUrl = "grpc://127.0.0.1:7000".parse().unwrap();
         assert_eq!(data_path_interfaces(&node_addresses(&[url])), ["lo"]);
     }
 

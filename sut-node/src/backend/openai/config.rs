@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::api::EngineApi;
 use super::errors::OpenaiError;
-use crate::backend::llm::TokenIds;
+use crate::backend::synthetic_llm::TokenIds;
 
 /// Largest `max_in_flight`, `max_waiting` and `max_tokens`.
 const MAX_SETTING: usize = 65536;

@@ -35,7 +35,7 @@ use self::client::EngineClient;
 use self::config::seconds;
 pub use self::config::{OpenaiConfig, PromptCache};
 pub use self::errors::{AnswerError, OpenaiError};
-use super::llm::{InvalidPrompt, TokenIds};
+use super::synthetic_llm::{InvalidPrompt, TokenIds};
 
 /// `NodeInfo.backend` of this backend, and its name in config files.
 pub const KIND: &str = "openai";

@@ -258,14 +258,14 @@ enum PromptLength {
 
 /// The synthetic LLM backend of one benchmark.
 #[derive(Debug)]
-pub struct LlmBackend {
+pub struct SyntheticLlmBackend {
     config: LlmConfig,
     benchmark: Benchmark,
     output: TokenCounts,
     prompt: PromptLength,
 }
 
-impl LlmBackend {
+impl SyntheticLlmBackend {
     /// The backend `config` describes, for `benchmark`, which must measure
     /// token latencies.
     pub fn new(config: LlmConfig, benchmark: &Benchmark) -> Result<Self, LlmConfigError> {
@@ -420,7 +420,7 @@ mod tests {
 
     #[test]
     fn prompt_length_is_the_element_count() {
-        let b = LlmBackend::new(LlmConfig::default(), &llama()).unwrap();
+        let b = SyntheticLlmBackend::new(LlmConfig::default(), &llama()).unwrap();
         assert_eq!(b.plan(&prompt(300, 3)).unwrap().prompt_tokens, 300);
         assert_eq!(
             b.plan(&[1, 2, 3, 4, 5]).unwrap_err().to_string(),
@@ -431,18 +431,18 @@ mod tests {
             token_ids: Some(TokenIds::Int64),
             ..LlmConfig::default()
         };
-        let b = LlmBackend::new(wide, &llama()).unwrap();
+        let b = SyntheticLlmBackend::new(wide, &llama()).unwrap();
         assert_eq!(b.plan(&prompt(300, 3)).unwrap().prompt_tokens, 150);
         assert!(b.plan(&[0; 12]).is_err());
         // Whisper's features fill the encoder whatever their size.
         let whisper = Benchmark::parse("whisper").unwrap();
-        let b = LlmBackend::new(LlmConfig::default(), &whisper).unwrap();
+        let b = SyntheticLlmBackend::new(LlmConfig::default(), &whisper).unwrap();
         assert_eq!(b.plan(&[0; 7]).unwrap().prompt_tokens, 1500);
     }
 
     #[test]
     fn output_lengths_are_deterministic_and_follow_the_profile() {
-        let b = LlmBackend::new(LlmConfig::default(), &llama()).unwrap();
+        let b = SyntheticLlmBackend::new(LlmConfig::default(), &llama()).unwrap();
         let lengths: Vec<usize> = (0..2000)
             .map(|i| {
                 b.plan(&prompt(10 + i % 50, i as u8 | 1))
@@ -474,7 +474,7 @@ mod tests {
             ..LlmConfig::default()
         };
         assert_eq!(fixed.output_lengths(profile), Ok(TokenCounts::fixed(7)));
-        let b = LlmBackend::new(fixed, &llama()).unwrap();
+        let b = SyntheticLlmBackend::new(fixed, &llama()).unwrap();
         assert_eq!(b.plan(&prompt(3, 1)).unwrap().output_tokens, 7);
         let uniform = LlmConfig {
             output_tokens_min: Some(10),
@@ -509,10 +509,11 @@ mod tests {
 
     #[test]
     fn refuses_benchmarks_without_token_latencies_and_bad_costs() {
-        let e = LlmBackend::new(LlmConfig::default(), &Benchmark::parse("resnet50").unwrap())
-            .unwrap_err();
+        let e =
+            SyntheticLlmBackend::new(LlmConfig::default(), &Benchmark::parse("resnet50").unwrap())
+                .unwrap_err();
         assert_eq!(e, LlmConfigError::NoTokenLatencies("resnet50".into()));
-        let e = LlmBackend::new(
+        let e = SyntheticLlmBackend::new(
             LlmConfig {
                 decode_us_per_token: -1.0,
                 ..LlmConfig::default()
@@ -524,7 +525,7 @@ mod tests {
             e.to_string(),
             "llm.decode_us_per_token = -1 is not a number of microseconds (at least 0)"
         );
-        let e = LlmBackend::new(
+        let e = SyntheticLlmBackend::new(
             LlmConfig {
                 max_sequences: 0,
                 ..LlmConfig::default()
@@ -537,7 +538,7 @@ mod tests {
 
     #[test]
     fn detail_names_every_parameter() {
-        let b = LlmBackend::new(LlmConfig::default(), &llama()).unwrap();
+        let b = SyntheticLlmBackend::new(LlmConfig::default(), &llama()).unwrap();
         assert_eq!(
             b.detail(),
             "prefill_us_per_token=20 decode_us_per_token=2000 max_sequences=64 devices=1 \

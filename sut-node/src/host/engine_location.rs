@@ -10,7 +10,7 @@ use netdiv_proto::pb;
 
 /// The location of the engine at `url` from this node.
 pub fn locate(url: &str) -> pb::EngineLocation {
-    let own: Vec<IpAddr> = crate::nic::interface_addresses()
+    let own: Vec<IpAddr> = crate::host::nic::interface_addresses()
         .into_iter()
         .map(|(_, ip)| ip)
         .collect();

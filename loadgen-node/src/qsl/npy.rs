@@ -570,7 +570,7 @@ impl Parser<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::samples::tests::scratch_dir;
+    use crate::qsl::tests::scratch_dir;
 
     /// A file's bytes with a hand-written header of any version.
     fn npy_bytes(version: (u8, u8), dict: &str, payload: &[u8]) -> Vec<u8> {

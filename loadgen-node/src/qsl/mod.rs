@@ -13,12 +13,13 @@ pub mod synthetic;
 use std::path::{Path, PathBuf};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 
-use bytes::Bytes;
 use netdiv_proto::benchmark::{Benchmark, CodecNotAllowed, Direction, TokenCounts, VolumeProfile};
 use netdiv_proto::codec::{encode, Codec};
 
 pub use netdiv_proto::dtype::DType;
 pub use npy::NpyError;
+pub use qdl::StoredSample;
+use qdl::{LoadedView, QslBytes};
 
 /// A synthetic sample larger than this is surely a typo in a shape; no
 /// benchmark input comes near it, and an error beats an out-of-memory abort.
@@ -32,37 +33,24 @@ pub(crate) fn tensor_bytes(shape: &[usize], dtype: DType) -> Option<usize> {
         .filter(|&n| n <= isize::MAX as usize)
 }
 
-/// One sample as it is held in DRAM and sent on the wire, unchanged.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StoredSample {
-    /// The bytes as they travel.
-    pub data: Bytes,
-    /// How they are encoded.
-    pub codec: Codec,
-    /// Their size once decoded.
-    pub decoded_size: u64,
-}
-
-impl StoredSample {
-    /// `raw` in `codec`; kept uncompressed when lz4 would not make it
-    /// smaller, since the wire carries a codec per sample.
-    fn pack(raw: Vec<u8>, codec: Codec) -> StoredSample {
-        let decoded_size = raw.len() as u64;
-        if codec != Codec::None {
-            let packed = encode(codec, &raw);
-            if packed.len() < raw.len() {
-                return StoredSample {
-                    data: packed.into(),
-                    codec,
-                    decoded_size,
-                };
-            }
+/// `raw` in `codec`; kept uncompressed when lz4 would not make it
+/// smaller, since the wire carries a codec per sample.
+fn pack(raw: Vec<u8>, codec: Codec) -> StoredSample {
+    let decoded_size = raw.len() as u64;
+    if codec != Codec::None {
+        let packed = encode(codec, &raw);
+        if packed.len() < raw.len() {
+            return StoredSample {
+                data: packed.into(),
+                codec,
+                decoded_size,
+            };
         }
-        StoredSample {
-            data: raw.into(),
-            codec: Codec::None,
-            decoded_size,
-        }
+    }
+    StoredSample {
+        data: raw.into(),
+        codec: Codec::None,
+        decoded_size,
     }
 }
 
@@ -404,10 +392,24 @@ pub struct SampleStore {
 #[derive(Debug)]
 pub struct LoadedSamples<'a>(RwLockReadGuard<'a, Vec<Option<StoredSample>>>);
 
-impl LoadedSamples<'_> {
-    /// The sample at `index`, if it is loaded.
-    pub fn get(&self, index: usize) -> Option<&StoredSample> {
+impl LoadedView for LoadedSamples<'_> {
+    fn get(&self, index: usize) -> Option<&StoredSample> {
         self.0.get(index)?.as_ref()
+    }
+}
+
+/// What the QDL reads: the loaded samples, as they travel.
+impl QslBytes for SampleStore {
+    fn benchmark(&self) -> &Benchmark {
+        &self.benchmark
+    }
+
+    fn codec(&self) -> Codec {
+        self.codec
+    }
+
+    fn with_loaded(&self, read: &mut dyn FnMut(&dyn LoadedView)) {
+        read(&self.loaded())
     }
 }
 
@@ -473,7 +475,7 @@ impl SampleStore {
         let mut ready = Vec::with_capacity(wanted.len());
         for index in wanted {
             let raw = self.source.read(index)?;
-            ready.push((index, StoredSample::pack(raw, self.codec)));
+            ready.push((index, pack(raw, self.codec)));
         }
         let mut slots = self.slots.write().unwrap_or_else(PoisonError::into_inner);
         for (index, sample) in ready {

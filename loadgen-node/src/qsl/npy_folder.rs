@@ -160,7 +160,7 @@ fn check_one(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::samples::npy::write_npy;
+    use crate::qsl::npy::write_npy;
 
     fn folder(arrays: &[(DType, &[usize])]) -> (tempfile::TempDir, Vec<PathBuf>) {
         let dir = tempfile::tempdir().unwrap();

@@ -50,7 +50,7 @@ pub fn host() -> pb::HostIdentity {
         netns: std::fs::read_link("/proc/self/ns/net")
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or_default(),
-        virtualization: crate::hypervisor::virtualization(),
+        virtualization: crate::host::hypervisor::virtualization(),
     }
 }
 
@@ -220,7 +220,7 @@ pub fn interfaces() -> Vec<pb::Nic> {
             let name = e.file_name().to_string_lossy().into_owned();
             let link = resolve_link(Path::new("/sys/class/net"), &name);
             pb::Nic {
-                driver: crate::hypervisor::nic_driver(Path::new("/sys/class/net"), &name),
+                driver: crate::host::hypervisor::nic_driver(Path::new("/sys/class/net"), &name),
                 kind: link.kind,
                 lower: link.lower,
                 backed: link.backed,

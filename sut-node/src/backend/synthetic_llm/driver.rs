@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use netdiv_proto::Benchmark;
 
 use super::scheduler::StepEvent;
-use super::{expected_tokens, LlmBackend};
+use super::{expected_tokens, SyntheticLlmBackend};
 use crate::backend::device::{Device, DeviceEvent, DeviceQueue, SampleError, Sink, Work};
 use crate::backend::synthetic::wait_until;
 
@@ -27,7 +27,7 @@ struct Answer<T> {
 /// `input` gives an item's decoded input bytes. A sequence whose client
 /// cancelled it ([`Work::cancelled`]) leaves between steps, unanswered.
 pub fn run_device<T: Work>(
-    backend: &LlmBackend,
+    backend: &SyntheticLlmBackend,
     source: &mut (impl DeviceQueue<T> + ?Sized),
     input: impl Fn(&T) -> &[u8],
     mut sink: impl FnMut(DeviceEvent<'_, T>),
@@ -82,13 +82,13 @@ pub fn run_device<T: Work>(
     }
 }
 
-impl<T: Work> Device<T> for LlmBackend {
+impl<T: Work> Device<T> for SyntheticLlmBackend {
     fn kind(&self) -> &'static str {
         super::KIND
     }
 
     fn detail(&self) -> String {
-        LlmBackend::detail(self)
+        SyntheticLlmBackend::detail(self)
     }
 
     fn threads(&self) -> usize {
@@ -116,7 +116,7 @@ impl<T: Work> Device<T> for LlmBackend {
 
 /// Plans `item` and queues it, or reports why it cannot run.
 fn admit<T>(
-    backend: &LlmBackend,
+    backend: &SyntheticLlmBackend,
     scheduler: &mut super::scheduler::Scheduler<Answer<T>>,
     item: T,
     input: &impl Fn(&T) -> &[u8],
@@ -163,8 +163,8 @@ mod tests {
         }
     }
 
-    fn backend(config: LlmConfig) -> LlmBackend {
-        LlmBackend::new(config, &Benchmark::parse("llama2-70b").unwrap()).unwrap()
+    fn backend(config: LlmConfig) -> SyntheticLlmBackend {
+        SyntheticLlmBackend::new(config, &Benchmark::parse("llama2-70b").unwrap()).unwrap()
     }
 
     #[test]
