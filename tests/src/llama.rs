@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use loadgen_node::qsl::{synthetic::synthetic_sample, DType};
+use loadgen_node::qsl::{synthetic_sample, DType};
 use serde_json::{json, Value};
 
 use crate::binaries::workspace_root;

@@ -276,7 +276,7 @@ fn data_sets_as_each_pandas_writes_them_are_read() -> Result<()> {
             "index.json",
         ] {
             let file = dir.join(format!("{label}.{kind}"));
-            let data = loadgen_node::qsl::dataset::open(&file)
+            let data = loadgen_node::qsl::open_dataset(&file)
                 .map_err(|e| anyhow::anyhow!("{e}"))?
                 .context("not read as a data set")?;
             ensure!(
@@ -297,7 +297,7 @@ fn data_sets_as_each_pandas_writes_them_are_read() -> Result<()> {
             }
         }
         let values = dir.join(format!("{label}.values.json"));
-        let refused = loadgen_node::qsl::dataset::open(&values)
+        let refused = loadgen_node::qsl::open_dataset(&values)
             .err()
             .map(|e| e.to_string());
         ensure!(
@@ -331,7 +331,7 @@ fn int64_npy_prompts_are_refused_or_converted_with_the_flag() -> Result<()> {
         .collect();
     for (i, ids) in prompts.iter().enumerate() {
         let bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_le_bytes()).collect();
-        loadgen_node::qsl::npy::write_npy(
+        loadgen_node::qsl::write_npy(
             &dir.join(format!("{i:02}.npy")),
             loadgen_node::qsl::DType::I64,
             &[ids.len()],

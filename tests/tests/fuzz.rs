@@ -109,7 +109,7 @@ fn saved_regressions_replay_clean() {
 #[test]
 fn seeds_are_valid_inputs() {
     for input in seeds::npy() {
-        loadgen_node::qsl::npy::parse_npy(&input).expect("an npy seed parses");
+        loadgen_node::qsl::parse_npy(&input).expect("an npy seed parses");
     }
     for input in seeds::loadgen_config() {
         let text = String::from_utf8(input).expect("UTF-8");
@@ -298,12 +298,12 @@ proptest! {
         let bytes = if version == 1 {
             let dir = tempfile::tempdir().expect("a temp dir");
             let path = dir.path().join("a.npy");
-            loadgen_node::qsl::npy::write_npy(&path, dtype, &shape, &data).expect("written");
+            loadgen_node::qsl::write_npy(&path, dtype, &shape, &data).expect("written");
             std::fs::read(&path).expect("read back")
         } else {
             seeds::npy_file((version, 0), &seeds::npy_dict(dtype, &shape), &data)
         };
-        let array = loadgen_node::qsl::npy::parse_npy(&bytes).expect("parses");
+        let array = loadgen_node::qsl::parse_npy(&bytes).expect("parses");
         prop_assert_eq!(array.dtype, dtype);
         prop_assert_eq!(array.shape, shape);
         prop_assert_eq!(array.data, data);

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
-use loadgen_node::qsl::{synthetic::synthetic_sample, DType};
+use loadgen_node::qsl::{synthetic_sample, DType};
 use netdiv_tests::binaries::loadgen_node_official_bin;
 use netdiv_tests::configs::llm_node;
 use netdiv_tests::mlperf_logs::{parse_issued, summary_value};

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
 use axum::http::Version;
-use loadgen_node::qsl::{synthetic::synthetic_sample, DType};
+use loadgen_node::qsl::{synthetic_sample, DType};
 use netdiv_proto::pb;
 use netdiv_tests::binaries::loadgen_node_official_bin;
 use netdiv_tests::configs::node_toml;

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
-use loadgen_node::qsl::{synthetic::synthetic_sample, DType};
+use loadgen_node::qsl::{synthetic_sample, DType};
 use netdiv_proto::pb;
 use netdiv_tests::configs::node_toml;
 use netdiv_tests::log_records;
@@ -533,7 +533,7 @@ fn embedded_default_runs_valid_while_every_cpu_is_busy() -> Result<()> {
 /// those bytes), in AccuracyOnly mode over QUIC.
 #[test]
 fn npy_folder_samples_reach_the_nodes_unchanged() -> Result<()> {
-    use loadgen_node::qsl::npy::write_npy;
+    use loadgen_node::qsl::write_npy;
     let dir = test_dir("network-npy")?;
     let data = dir.join("data");
     std::fs::create_dir_all(&data)?;

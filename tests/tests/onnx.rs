@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
-use loadgen_node::qsl::npy::write_npy;
+use loadgen_node::qsl::write_npy;
 use loadgen_node::qsl::DType;
 use netdiv_tests::configs::node_toml;
 use netdiv_tests::network_run::{loadgen, Cluster, LoadgenRun};

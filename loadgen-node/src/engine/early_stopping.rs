@@ -8,19 +8,19 @@ use std::collections::HashMap;
 use statrs::function::beta::beta_reg;
 
 /// Confidence the official LoadGen requires.
-pub const CONFIDENCE: f64 = 0.99;
+pub(super) const CONFIDENCE: f64 = 0.99;
 
 /// Odds of at most `t` over-latency queries among `h + t` when each is under
 /// the bound with probability `p`: the regularized incomplete beta
 /// `I_p(h, t + 1)`.
-pub fn odds(h: u64, t: u64, p: f64) -> f64 {
+pub(super) fn odds(h: u64, t: u64, p: f64) -> f64 {
     beta_reg(h as f64, (t + 1) as f64, p)
 }
 
 /// Finds the smallest passing `h` for each `t`, remembering earlier answers
 /// (one finder per percentile).
 #[derive(Debug)]
-pub struct MinPassingQueries {
+pub(super) struct MinPassingQueries {
     percentile: f64,
     cache: HashMap<u64, u64>,
 }
@@ -28,7 +28,7 @@ pub struct MinPassingQueries {
 impl MinPassingQueries {
     /// A finder for the latency percentile `percentile`, as a fraction
     /// (0.90 = 90th).
-    pub fn new(percentile: f64) -> Self {
+    pub(super) fn new(percentile: f64) -> Self {
         Self {
             percentile,
             cache: HashMap::new(),
@@ -36,7 +36,7 @@ impl MinPassingQueries {
     }
 
     /// The smallest `h` with `odds(h, t, p) < 1 - c`.
-    pub fn min_passing(&mut self, t: u64) -> u64 {
+    pub(super) fn min_passing(&mut self, t: u64) -> u64 {
         if let Some(&h) = self.cache.get(&t) {
             return h;
         }
@@ -64,7 +64,7 @@ impl MinPassingQueries {
     /// SingleStream/MultiStream: `None` when fewer than the minimum were
     /// processed (with that minimum), else the number of queries `t` such
     /// that the estimate is the `t`-th highest latency.
-    pub fn estimate_rank(&mut self, n: u64) -> Result<u64, u64> {
+    pub(super) fn estimate_rank(&mut self, n: u64) -> Result<u64, u64> {
         let h_min = self.min_passing(1);
         if n < h_min + 1 {
             return Err(h_min + 1);

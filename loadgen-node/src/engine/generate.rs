@@ -9,7 +9,7 @@ use crate::sut::{QuerySample, QuerySampleIndex};
 
 /// Samples loaded into memory together, plus MultiStream padding.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LoadableSet {
+pub(super) struct LoadableSet {
     /// QSL indices to load, in shuffled order, followed by the MultiStream
     /// padding (repeats of the first entries).
     pub samples: Vec<QuerySampleIndex>,
@@ -19,7 +19,7 @@ pub struct LoadableSet {
 
 /// Shuffles the first `count` QSL indices with `qsl_rng_seed` and cuts them
 /// into sets of `performance_sample_count`.
-pub fn loadable_sets(
+pub(super) fn loadable_sets(
     settings: &EffectiveSettings,
     qsl_total_count: usize,
     count: usize,
@@ -53,7 +53,7 @@ pub fn loadable_sets(
 /// Sequence numbers that run across a whole test, and the per-sample draws
 /// of the accuracy-log sampler.
 #[derive(Debug)]
-pub struct SequenceGen {
+pub(super) struct SequenceGen {
     next_query: u64,
     next_sample: u64,
     accuracy_log_rng: Option<StdRng>,
@@ -62,31 +62,19 @@ pub struct SequenceGen {
 impl SequenceGen {
     /// `track_accuracy_log` draws one value per sample, as the official
     /// LoadGen does; without sampled accuracy logging they are never used.
-    pub fn new(track_accuracy_log: bool, variant: UniformIntVariant) -> Self {
+    pub(super) fn new(track_accuracy_log: bool, variant: UniformIntVariant) -> Self {
         Self {
             next_query: 0,
             next_sample: 0,
             accuracy_log_rng: track_accuracy_log.then(|| StdRng::new(5489, variant)),
         }
     }
-
-    /// The sequence id the next generated sample will get (the number of
-    /// samples generated so far).
-    pub fn current_sample_id(&self) -> u64 {
-        self.next_sample
-    }
-
-    /// The id the next generated query will get (the number of queries
-    /// generated so far).
-    pub fn current_query_id(&self) -> u64 {
-        self.next_query
-    }
 }
 
 /// Whether the official run is an accuracy pass (every sample once) or a
 /// performance pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pass {
+pub(super) enum Pass {
     /// Every loaded sample once, every response kept for the accuracy log.
     Accuracy,
     /// A timed run drawing samples by the scenario's rules.
@@ -95,7 +83,7 @@ pub enum Pass {
 
 /// How responses are picked for the accuracy log in a performance pass.
 #[derive(Clone, Copy, Debug)]
-pub struct AccuracyLogSampling {
+pub(super) struct AccuracyLogSampling {
     /// Shift in `[0, 1)` added (modulo 1) to each sample's draw, from
     /// `accuracy_log_rng_seed`.
     pub offset: f64,
@@ -105,7 +93,7 @@ pub struct AccuracyLogSampling {
 
 /// The queries of one IssueQueries call, samples stored flat.
 #[derive(Debug)]
-pub struct GeneratedQueries {
+pub(super) struct GeneratedQueries {
     /// Every sample of every query in order; `id` is its sequence id.
     pub samples: Vec<QuerySample>,
     /// Number of queries generated.
@@ -127,21 +115,21 @@ pub struct GeneratedQueries {
 
 impl GeneratedQueries {
     /// The samples of query `q`.
-    pub fn query(&self, q: usize) -> &[QuerySample] {
+    pub(super) fn query(&self, q: usize) -> &[QuerySample] {
         let start = q * self.samples_per_query;
         let end = (start + self.samples_per_query).min(self.samples.len());
         &self.samples[start..end]
     }
 
     /// Samples of queries `first..=last`, contiguous in storage.
-    pub fn queries(&self, first: usize, last: usize) -> &[QuerySample] {
+    pub(super) fn queries(&self, first: usize, last: usize) -> &[QuerySample] {
         let start = first * self.samples_per_query;
         let end = ((last + 1) * self.samples_per_query).min(self.samples.len());
         &self.samples[start..end]
     }
 
     /// The number of samples in each query, in order.
-    pub fn query_sizes(&self) -> impl ExactSizeIterator<Item = usize> + '_ {
+    pub(super) fn query_sizes(&self) -> impl ExactSizeIterator<Item = usize> + '_ {
         (0..self.query_count).map(|q| self.query(q).len())
     }
 }
@@ -196,7 +184,7 @@ impl EqualIssueDistribution {
 }
 
 /// Generates the queries of one IssueQueries call.
-pub fn generate_queries(
+pub(super) fn generate_queries(
     settings: &EffectiveSettings,
     pass: Pass,
     set: &LoadableSet,
@@ -447,7 +435,7 @@ mod tests {
             .map(|w| w[1] - w[0])
             .collect();
         assert_eq!(gaps, [921827, 228961, 642931, 356497, 193203]);
-        assert_eq!(seq.current_sample_id(), 2068);
+        assert_eq!(seq.next_sample, 2068);
     }
 
     #[test]
@@ -512,7 +500,7 @@ mod tests {
             let issued: Vec<usize> = q.samples.iter().map(|s| s.index).collect();
             assert_eq!(issued, set.samples);
         }
-        assert_eq!(seq.current_sample_id(), 1000);
+        assert_eq!(seq.next_sample, 1000);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::sut::{SharedResponder, SystemUnderTest};
 
 /// Why issuing stopped before the generated queries ran out.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StopReason {
+pub(super) enum StopReason {
     /// All generated queries were issued.
     Exhausted,
     /// Minimum query count and duration met.
@@ -42,7 +42,7 @@ pub enum StopReason {
 
 /// What happened while issuing (times in ns since the test origin).
 #[derive(Debug)]
-pub struct IssueRecord {
+pub(super) struct IssueRecord {
     /// When issuing started, in ns since the test origin.
     pub start_ns: u64,
     /// Wall-clock time issuing started (for the power log).
@@ -66,7 +66,7 @@ pub struct IssueRecord {
 
 /// Issues `queries` to `sut` and waits until every issued sample completed
 /// (or the SUT aborted the run).
-pub fn issue_queries(
+pub(super) fn issue_queries(
     sut: &dyn SystemUnderTest,
     settings: &EffectiveSettings,
     pass: Pass,

@@ -17,13 +17,13 @@
 //! * [`start_test`](mod@start_test): the whole test (the official `StartTest`) that runs
 //!   them.
 
-pub mod completion;
-pub mod early_stopping;
-pub mod generate;
-pub mod issue;
+mod completion;
+mod early_stopping;
+mod generate;
+mod issue;
 pub mod logs;
-pub mod release;
-pub mod results;
+pub(crate) mod release;
+mod results;
 pub mod rng;
 pub mod settings;
 pub mod start_test;

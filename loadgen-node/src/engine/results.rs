@@ -52,7 +52,7 @@ impl TokenResults {
 }
 
 /// The percentiles every summary lists.
-pub const LATENCY_PERCENTILES: [f64; 6] = [0.50, 0.90, 0.95, 0.97, 0.99, 0.999];
+pub(super) const LATENCY_PERCENTILES: [f64; 6] = [0.50, 0.90, 0.95, 0.97, 0.99, 0.999];
 
 /// Latency statistics over a sorted list (integer mean, as upstream).
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -5,10 +5,10 @@
 //! LoadGen does not time; a query then only hands out bytes already in the
 //! form they travel in.
 
-pub mod dataset;
-pub mod npy;
-pub mod npy_folder;
-pub mod synthetic;
+mod dataset;
+mod npy;
+mod npy_folder;
+mod synthetic;
 
 use std::path::{Path, PathBuf};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard};
@@ -16,10 +16,13 @@ use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 use netdiv_proto::benchmark::{Benchmark, CodecNotAllowed, Direction, TokenCounts, VolumeProfile};
 use netdiv_proto::codec::{encode, Codec};
 
+pub use dataset::{open as open_dataset, Dataset, DatasetError};
 pub use netdiv_proto::dtype::DType;
-pub use npy::NpyError;
+pub use npy::{parse_npy, read_npy, write_npy, NpyArray, NpyError, NpyFormatError};
+pub use npy_folder::{check as check_npy_folder, FolderError};
 pub use qdl::StoredSample;
 use qdl::{LoadedView, QslBytes};
+pub use synthetic::{synthetic_prompt, synthetic_sample};
 
 /// A synthetic sample larger than this is surely a typo in a shape; no
 /// benchmark input comes near it, and an error beats an out-of-memory abort.

@@ -152,7 +152,7 @@ const MAX_HEADER: usize = 16 << 20;
 
 /// The element type and shape of a `.npy` file, from its header alone
 /// (the file's first bytes, not its payload).
-pub fn read_npy_header(path: &Path) -> Result<(DType, Vec<usize>), NpyError> {
+pub(super) fn read_npy_header(path: &Path) -> Result<(DType, Vec<usize>), NpyError> {
     use std::io::Read;
     let io = |source| NpyError::Io {
         path: path.to_path_buf(),

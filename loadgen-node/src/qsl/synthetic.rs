@@ -67,7 +67,7 @@ pub fn synthetic_sample(shape: &[usize], dtype: DType, seed: u64, index: usize) 
 /// The length, in tokens, of synthetic prompt `index`: drawn from
 /// `lengths` (clamped to its `[min, max]`), deterministic in (seed, index)
 /// and unrelated to the prompt's token values.
-pub fn prompt_length(lengths: &TokenCounts, seed: u64, index: usize) -> usize {
+pub(super) fn prompt_length(lengths: &TokenCounts, seed: u64, index: usize) -> usize {
     // Another odd constant than the data's, so lengths and values are
     // drawn from unrelated streams.
     let mut state = seed ^ (index as u64).wrapping_mul(0x9FB2_1C65_1E98_DF25) ^ 0x4C45_4E47;

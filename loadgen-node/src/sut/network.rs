@@ -20,25 +20,40 @@ pub struct ResponderSink {
     pub counters: Arc<Counters>,
 }
 
-/// The engine's view of the QDL's responses.
-fn converted<'a>(responses: &[qdl::Response<'a>]) -> Vec<QuerySampleResponse<'a>> {
-    responses
-        .iter()
-        .map(|r| QuerySampleResponse {
+/// Batches up to this many answers are viewed on the stack: no
+/// allocation for them.
+const ON_STACK: usize = 64;
+
+/// Hands the QDL's responses to `deliver` as the engine's, in one call
+/// (the engine stamps a batch's completions with one time); the output
+/// bytes are borrowed, never copied, and a batch of up to [`ON_STACK`]
+/// answers costs no allocation.
+fn hand_on<'a>(responses: &[qdl::Response<'a>], deliver: impl Fn(&[QuerySampleResponse<'a>])) {
+    fn view<'a>(r: &qdl::Response<'a>) -> QuerySampleResponse<'a> {
+        QuerySampleResponse {
             id: r.response_id,
             data: r.data,
             n_tokens: r.n_tokens,
-        })
-        .collect()
+        }
+    }
+    if responses.len() <= ON_STACK {
+        let mut stack = [QuerySampleResponse::new(0, &[]); ON_STACK];
+        for (slot, r) in stack.iter_mut().zip(responses) {
+            *slot = view(r);
+        }
+        deliver(&stack[..responses.len()]);
+    } else {
+        deliver(&responses.iter().map(view).collect::<Vec<_>>());
+    }
 }
 
 impl CompletionSink for ResponderSink {
     fn first_token(&self, responses: &[qdl::Response<'_>]) {
-        self.responder.first_token(&converted(responses));
+        hand_on(responses, |view| self.responder.first_token(view));
     }
 
     fn complete(&self, responses: &[qdl::Response<'_>]) {
-        self.responder.complete(&converted(responses));
+        hand_on(responses, |view| self.responder.complete(view));
         self.counters
             .completed
             .fetch_add(responses.len() as u64, Ordering::Relaxed);

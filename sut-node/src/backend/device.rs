@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use netdiv_proto::Benchmark;
 
-use super::openai::errors::AnswerError;
+use super::openai::AnswerError;
 use super::synthetic_llm::InvalidPrompt;
 
 /// What a device needs of a sample: its decoded input bytes, and whether

@@ -19,7 +19,7 @@ use tonic::transport::server::{Connected, TcpConnectInfo};
 
 /// The open-connection budget of one transport.
 #[derive(Debug)]
-pub struct ConnectionLimit {
+pub(super) struct ConnectionLimit {
     slots: Arc<Semaphore>,
     limit: usize,
     transport: &'static str,
@@ -30,7 +30,7 @@ pub struct ConnectionLimit {
 
 impl ConnectionLimit {
     /// At most `limit` connections of `transport` on node `node`.
-    pub fn new(limit: usize, transport: &'static str, node: &str) -> Arc<ConnectionLimit> {
+    pub(super) fn new(limit: usize, transport: &'static str, node: &str) -> Arc<ConnectionLimit> {
         Arc::new(ConnectionLimit {
             slots: Arc::new(Semaphore::new(limit)),
             limit,
@@ -43,7 +43,7 @@ impl ConnectionLimit {
 
     /// A slot for one more connection, held until it is dropped; `None`
     /// (and the refusal counted) when every slot is taken.
-    pub fn admit(&self) -> Option<OwnedSemaphorePermit> {
+    pub(super) fn admit(&self) -> Option<OwnedSemaphorePermit> {
         match self.slots.clone().try_acquire_owned() {
             Ok(permit) => Some(permit),
             Err(_) => {
@@ -75,7 +75,7 @@ impl ConnectionLimit {
 /// A TCP connection that holds one slot of its transport's budget while
 /// it is open.
 #[derive(Debug)]
-pub struct CountedTcp {
+pub(super) struct CountedTcp {
     io: TcpStream,
     _slot: OwnedSemaphorePermit,
 }
@@ -133,7 +133,7 @@ impl AsyncWrite for CountedTcp {
 /// the limit are closed as soon as they are accepted; accept errors (out
 /// of file descriptors, a connection reset before it was taken) are
 /// waited out, not fatal.
-pub fn incoming(
+pub(super) fn incoming(
     listener: TcpListener,
     limit: Arc<ConnectionLimit>,
 ) -> impl Stream<Item = io::Result<CountedTcp>> {

@@ -1,8 +1,8 @@
 //! The two transports over one node: gRPC (tonic) and QUIC (quinn).
 
-pub mod connections;
+mod connections;
 pub mod grpc;
-pub mod policy;
+mod policy;
 pub mod quic;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -33,7 +33,7 @@ use crate::metrics::NodeMetrics;
 
 /// Why the policy ended a request before the node answered it.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum Refused {
+pub(super) enum Refused {
     /// Too many requests were being started at once.
     #[error(
         "node overloaded: {0} requests are being started, its limit \
@@ -46,13 +46,13 @@ pub enum Refused {
 }
 
 /// What a request is, for its span and its count.
-pub trait PolicyRequest {
+pub(super) trait PolicyRequest {
     /// The method, from a small fixed set (it is a metric label).
     fn method(&self) -> &'static str;
 }
 
 /// What the service answered, for the count.
-pub trait PolicyResponse {
+pub(super) trait PolicyResponse {
     /// The answer is an error the service wrote itself.
     fn failed(&self) -> bool {
         false
@@ -66,7 +66,7 @@ pub trait PolicyResponse {
 
 /// The policies every request to the node passes, whatever its transport.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RequestPolicy {
+pub(super) struct RequestPolicy {
     /// Requests being started at once on one transport; more are shed.
     pub max_pending: usize,
     /// Longest a request may take to start its answer.
@@ -74,14 +74,14 @@ pub struct RequestPolicy {
 }
 
 /// The layers of [`RequestPolicy::layers`], outermost first.
-pub type PolicyLayers = Stack<
+pub(super) type PolicyLayers = Stack<
     TimeoutLayer,
     Stack<ConcurrencyLimitLayer, Stack<LoadShedLayer, Stack<RequestLogLayer, Identity>>>,
 >;
 
 impl RequestPolicy {
     /// The policy of a node with `limits`.
-    pub fn from_limits(limits: &Limits) -> RequestPolicy {
+    pub(super) fn from_limits(limits: &Limits) -> RequestPolicy {
         RequestPolicy {
             max_pending: limits.max_pending_requests,
             timeout: limits.request_timeout,
@@ -92,7 +92,7 @@ impl RequestPolicy {
     /// sees shed requests too), load shedding, the limit on requests being
     /// started, the time limit. Build them once per server: the limit's
     /// semaphore is shared by every clone of the service they wrap.
-    pub fn layers(
+    pub(super) fn layers(
         &self,
         transport: &'static str,
         metrics: Arc<NodeMetrics>,
@@ -112,7 +112,7 @@ impl RequestPolicy {
 /// Opens a span per request and counts it by outcome; turns the inner
 /// layers' refusals into [`Refused`].
 #[derive(Debug, Clone)]
-pub struct RequestLogLayer {
+pub(super) struct RequestLogLayer {
     transport: &'static str,
     metrics: Arc<NodeMetrics>,
     policy: RequestPolicy,
@@ -131,7 +131,7 @@ impl<S> Layer<S> for RequestLogLayer {
 
 /// The service of [`RequestLogLayer`].
 #[derive(Debug, Clone)]
-pub struct RequestLog<S> {
+pub(super) struct RequestLog<S> {
     inner: S,
     layer: RequestLogLayer,
 }

@@ -106,7 +106,7 @@ pub const TARGETS: &[Target] = &[
     },
     Target {
         name: "npy",
-        about: "loadgen_node::qsl::npy::parse_npy: .npy headers of versions 1.0, 2.0 and 3.0 and \
+        about: "loadgen_node::qsl::parse_npy: .npy headers of versions 1.0, 2.0 and 3.0 and \
                 their payloads",
         run: targets::npy,
         traced: targets::npy_traced,

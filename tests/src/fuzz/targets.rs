@@ -19,7 +19,7 @@ use bytes::Bytes;
 use loadgen_node::engine::settings::{
     apply_config, ConfKind, ConfigFile, EffectiveSettings, Scenario, TestSettings,
 };
-use loadgen_node::qsl::npy::{parse_npy, NpyFormatError};
+use loadgen_node::qsl::{parse_npy, NpyFormatError};
 use netdiv_proto::benchmark::TABLE;
 use netdiv_proto::codec::{self, Codec, DecodeError};
 use netdiv_proto::dtype::DType;

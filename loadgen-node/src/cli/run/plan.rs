@@ -413,7 +413,7 @@ impl RunPlan {
         } = &mut source
         {
             *int64_as_int32 = self.samples.int64_as_int32;
-            loadgen_node::qsl::npy_folder::check(files, &self.benchmark, *int64_as_int32)
+            loadgen_node::qsl::check_npy_folder(files, &self.benchmark, *int64_as_int32)
                 .with_context(|| format!("--data-dir {}", path.display()))?;
         }
         if let SampleSource::Dataset(data) = &source {

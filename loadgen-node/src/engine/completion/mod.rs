@@ -9,7 +9,7 @@
 //! table after the run. Token models add first tokens and token counts
 //! ([`tokens`]).
 
-pub mod tokens;
+pub(super) mod tokens;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -17,7 +17,7 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 /// How long the issuing thread spins for a completion before it parks.
-pub const SPIN_BEFORE_PARK: Duration = Duration::from_micros(200);
+pub(super) const SPIN_BEFORE_PARK: Duration = Duration::from_micros(200);
 
 /// The SUT gave up on the run (see [`Completer::abort`]); says why.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -29,7 +29,7 @@ use tokens::TokenTable;
 
 /// Completion state of every sample and query of one IssueQueries call.
 #[derive(Debug)]
-pub struct SampleTable {
+pub(super) struct SampleTable {
     /// Sequence id of the first sample; response ids are sequence ids.
     first_sequence_id: u64,
     origin: Instant,
@@ -58,7 +58,7 @@ pub struct SampleTable {
 
 /// Which responses are copied for the accuracy log.
 #[derive(Debug)]
-pub enum KeepPolicy {
+pub(super) enum KeepPolicy {
     /// No response is kept.
     None,
     /// Every response is kept (accuracy pass).
@@ -69,7 +69,7 @@ pub enum KeepPolicy {
 
 /// What the issuing thread waits for.
 #[derive(Clone, Copy, Debug)]
-pub enum WaitFor {
+pub(super) enum WaitFor {
     /// Every sample of query `q` completed.
     Query(usize),
     /// `n` samples completed in total.
@@ -88,7 +88,7 @@ impl SampleTable {
     /// `first_sequence_id`, grouped into queries of `query_sizes` samples
     /// (`samples_per_query` each but perhaps the last); completion times are
     /// measured from `origin`.
-    pub fn new(
+    pub(super) fn new(
         first_sequence_id: u64,
         origin: Instant,
         query_sizes: impl ExactSizeIterator<Item = usize>,
@@ -129,7 +129,7 @@ impl SampleTable {
 
     /// Also records first tokens and token counts (`use_token_latencies`);
     /// `needs_first_token` in every scenario but Offline.
-    pub fn with_tokens(mut self, needs_first_token: bool) -> Self {
+    pub(super) fn with_tokens(mut self, needs_first_token: bool) -> Self {
         let keep = !self.kept.is_empty();
         self.tokens = Some(TokenTable::new(
             self.completed_at.len(),
@@ -140,7 +140,7 @@ impl SampleTable {
     }
 
     /// The token state, when the test measures token latencies.
-    pub fn tokens(&self) -> Option<&TokenTable> {
+    pub(super) fn tokens(&self) -> Option<&TokenTable> {
         self.tokens.as_ref()
     }
 
@@ -160,7 +160,7 @@ impl SampleTable {
 
     /// Nanoseconds since the run's origin.
     #[inline]
-    pub fn now_ns(&self) -> u64 {
+    pub(super) fn now_ns(&self) -> u64 {
         self.origin.elapsed().as_nanos() as u64
     }
 
@@ -175,7 +175,7 @@ impl SampleTable {
     }
 
     /// Samples `0..end` have been (or are being) issued to the SUT.
-    pub fn mark_issued(&self, end: usize) {
+    pub(super) fn mark_issued(&self, end: usize) {
         self.issued
             .store(end.min(self.completed_at.len()), Ordering::Release);
     }
@@ -248,7 +248,7 @@ impl SampleTable {
     /// MultiStream query through the network comes back within about
     /// that, and waking a parked thread costs 15-25 µs on a VM (a large
     /// share of a query's latency there).
-    pub fn wait(&self, what: WaitFor) -> Result<(), SutAborted> {
+    pub(super) fn wait(&self, what: WaitFor) -> Result<(), SutAborted> {
         let started = Instant::now();
         'spin: loop {
             for _ in 0..64 {
@@ -284,18 +284,18 @@ impl SampleTable {
     }
 
     /// Queries whose every sample has completed.
-    pub fn queries_completed(&self) -> u64 {
+    pub(super) fn queries_completed(&self) -> u64 {
         self.queries_completed.load(Ordering::Acquire)
     }
 
     /// Completion time of a sample (ns since origin), if it completed.
-    pub fn completed_at(&self, slot: usize) -> Option<u64> {
+    pub(super) fn completed_at(&self, slot: usize) -> Option<u64> {
         self.is_done(slot)
             .then(|| self.completed_at[slot].load(Ordering::Relaxed))
     }
 
     /// Time every sample of query `q` was done (ns since origin).
-    pub fn query_done_at(&self, q: usize) -> Option<u64> {
+    pub(super) fn query_done_at(&self, q: usize) -> Option<u64> {
         match self.query_done_at[q].load(Ordering::Acquire) {
             0 => None,
             t => Some(t - 1),
@@ -303,17 +303,12 @@ impl SampleTable {
     }
 
     /// The response bytes kept for the accuracy log.
-    pub fn kept_response(&self, slot: usize) -> Option<&[u8]> {
+    pub(super) fn kept_response(&self, slot: usize) -> Option<&[u8]> {
         self.kept.get(slot).and_then(|c| c.get()).map(|b| &b[..])
     }
 
-    /// Samples the table holds (issued or not).
-    pub fn sample_count(&self) -> usize {
-        self.completed_at.len()
-    }
-
     /// Completion errors (double or unknown completions) and the first one.
-    pub fn errors(&self) -> (u64, Option<&str>) {
+    pub(super) fn errors(&self) -> (u64, Option<&str>) {
         (
             self.errors.load(Ordering::Relaxed),
             self.first_error.get().map(String::as_str),
@@ -358,7 +353,7 @@ impl Settler {
 /// The handle a SUT completes samples through (`QuerySamplesComplete`).
 /// Cheap to clone; safe to call from any thread.
 #[derive(Debug, Clone)]
-pub struct Completer {
+pub(super) struct Completer {
     table: Arc<SampleTable>,
 }
 
@@ -368,7 +363,7 @@ impl Completer {
     }
 
     /// Records that these samples are done, all with one timestamp.
-    pub fn complete(&self, responses: &[QuerySampleResponse<'_>]) {
+    pub(super) fn complete(&self, responses: &[QuerySampleResponse<'_>]) {
         let table = &*self.table;
         let at = table.now_ns();
         let mut settle = Settler::default();
@@ -405,7 +400,7 @@ impl Completer {
     /// `FirstTokenComplete`), all with one timestamp: their time to first
     /// token ends now. Lock-free like [`Completer::complete`]; for a model
     /// without token latencies it records nothing.
-    pub fn first_token(&self, responses: &[QuerySampleResponse<'_>]) {
+    pub(super) fn first_token(&self, responses: &[QuerySampleResponse<'_>]) {
         let table = &*self.table;
         let Some(tokens) = &table.tokens else { return };
         let at = table.now_ns();
@@ -428,7 +423,7 @@ impl Completer {
 
     /// Ends the run with an error: the SUT cannot complete what it was given
     /// (for example every node of a network SUT is gone).
-    pub fn abort(&self, reason: impl Into<String>) {
+    pub(super) fn abort(&self, reason: impl Into<String>) {
         let _ = self.table.abort.set(reason.into());
         if let Some(t) = self.table.waiter.thread.get() {
             t.unpark();

@@ -14,27 +14,27 @@ use std::sync::{Mutex, OnceLock};
 const MAX_KEPT_ERRORS: usize = 10_000;
 
 /// The official runtime errors of the token protocol, word for word.
-pub mod messages {
+pub(crate) mod messages {
     /// A completion came before the sample's first token.
-    pub const COMPLETED_BEFORE_FIRST_TOKEN: &str =
+    pub(crate) const COMPLETED_BEFORE_FIRST_TOKEN: &str =
         "Attempted to record a sample latency before it's first token latency";
     /// A first token came after the sample's completion.
-    pub const FIRST_TOKEN_AFTER_COMPLETION: &str =
+    pub(crate) const FIRST_TOKEN_AFTER_COMPLETION: &str =
         "Attempted to record token latency after sample was completed";
     /// A second first token for one sample.
-    pub const TWICE: &str = "Attempted to complete a sample twice.";
+    pub(crate) const TWICE: &str = "Attempted to complete a sample twice.";
     /// A completion with `n_tokens == 0`.
-    pub const NO_TOKEN_COUNT: &str =
+    pub(crate) const NO_TOKEN_COUNT: &str =
         "n_tokens argument missing or attempted to record 0 as number of tokens";
     /// A completion with `n_tokens < 0`.
-    pub const NEGATIVE_TOKEN_COUNT: &str = "Attempted to record a negative number of tokens";
+    pub(crate) const NEGATIVE_TOKEN_COUNT: &str = "Attempted to record a negative number of tokens";
     /// A completion with `n_tokens == 1` (no time per output token).
-    pub const ONE_TOKEN: &str = "Number of tokens need to be greater than 1";
+    pub(crate) const ONE_TOKEN: &str = "Number of tokens need to be greater than 1";
 }
 
 /// The token state of every sample of one table.
 #[derive(Debug)]
-pub struct TokenTable {
+pub(crate) struct TokenTable {
     /// Every scenario but Offline needs a first token before a completion.
     needs_first_token: bool,
     /// When the first token arrived: ns since the table's origin, plus 1
@@ -53,7 +53,7 @@ pub struct TokenTable {
 impl TokenTable {
     /// State for `samples` samples; `keep_first_tokens` when responses are
     /// kept for the accuracy log.
-    pub fn new(samples: usize, needs_first_token: bool, keep_first_tokens: bool) -> Self {
+    pub(crate) fn new(samples: usize, needs_first_token: bool, keep_first_tokens: bool) -> Self {
         Self {
             needs_first_token,
             first_token_at: (0..samples).map(|_| AtomicU64::new(0)).collect(),
@@ -69,12 +69,12 @@ impl TokenTable {
     }
 
     /// Whether a completion must follow a first token (not in Offline).
-    pub fn needs_first_token(&self) -> bool {
+    pub(crate) fn needs_first_token(&self) -> bool {
         self.needs_first_token
     }
 
     /// Records a runtime error in the official wording.
-    pub fn error(&self, message: impl Into<String>) {
+    pub(crate) fn error(&self, message: impl Into<String>) {
         self.errors.fetch_add(1, Ordering::Relaxed);
         let mut kept = self.messages.lock().unwrap_or_else(|e| e.into_inner());
         if kept.len() < MAX_KEPT_ERRORS {
@@ -84,7 +84,7 @@ impl TokenTable {
 
     /// Records `slot`'s first token at `at`, keeping `data` if `keep`;
     /// `completed` says whether the sample already completed.
-    pub fn record_first_token(
+    pub(crate) fn record_first_token(
         &self,
         slot: usize,
         at: u64,
@@ -110,7 +110,7 @@ impl TokenTable {
 
     /// Records the completion of `slot` (claimed once by the caller) with
     /// the SUT's `n_tokens`, logging what the official logs for it.
-    pub fn record_completion(&self, slot: usize, n_tokens: i64) {
+    pub(crate) fn record_completion(&self, slot: usize, n_tokens: i64) {
         if self.needs_first_token && self.first_token_at[slot].load(Ordering::Acquire) == 0 {
             self.error(messages::COMPLETED_BEFORE_FIRST_TOKEN);
         }
@@ -124,7 +124,7 @@ impl TokenTable {
     }
 
     /// When `slot`'s first token arrived (ns since origin), if it did.
-    pub fn first_token_at(&self, slot: usize) -> Option<u64> {
+    pub(crate) fn first_token_at(&self, slot: usize) -> Option<u64> {
         match self.first_token_at[slot].load(Ordering::Acquire) {
             0 => None,
             t => Some(t - 1),
@@ -133,17 +133,17 @@ impl TokenTable {
 
     /// `n_tokens` as the SUT reported it (meaningful once the sample
     /// completed).
-    pub fn reported_tokens(&self, slot: usize) -> i64 {
+    pub(crate) fn reported_tokens(&self, slot: usize) -> i64 {
         self.n_tokens[slot].load(Ordering::Acquire)
     }
 
     /// The first-token bytes kept for the accuracy log.
-    pub fn kept_first_token(&self, slot: usize) -> Option<&[u8]> {
+    pub(crate) fn kept_first_token(&self, slot: usize) -> Option<&[u8]> {
         self.kept.get(slot).and_then(|c| c.get()).map(|b| &b[..])
     }
 
     /// How many errors were recorded, and the first of them in order.
-    pub fn errors(&self) -> (u64, Vec<String>) {
+    pub(crate) fn errors(&self) -> (u64, Vec<String>) {
         let kept = self.messages.lock().unwrap_or_else(|e| e.into_inner());
         (self.errors.load(Ordering::Relaxed), kept.clone())
     }
@@ -152,7 +152,7 @@ impl TokenTable {
 /// The count the official uses for a time per output token: `n_tokens`
 /// as reported, but 0 where it logged an error for a negative or single
 /// token (0 stays 0, as it does there).
-pub fn counted_tokens(reported: i64) -> i64 {
+pub(crate) fn counted_tokens(reported: i64) -> i64 {
     if reported < 0 || reported == 1 {
         0
     } else {

@@ -6,7 +6,7 @@ use super::format::hex_upper;
 
 /// The token fields of a token model's entry.
 #[derive(Clone, Copy, Debug)]
-pub struct TokenFields<'a> {
+pub(crate) struct TokenFields<'a> {
     /// The first token's bytes (`token_data`), in every scenario but
     /// Offline.
     pub first_token: Option<&'a [u8]>,
@@ -16,14 +16,14 @@ pub struct TokenFields<'a> {
 
 /// Streams accuracy entries in the official layout.
 #[derive(Debug)]
-pub struct AccuracyLog<W: Write> {
+pub(crate) struct AccuracyLog<W: Write> {
     out: W,
     needs_comma: bool,
 }
 
 impl<W: Write> AccuracyLog<W> {
     /// Starts the JSON array in `out`.
-    pub fn new(mut out: W) -> io::Result<Self> {
+    pub(crate) fn new(mut out: W) -> io::Result<Self> {
         out.write_all(b"[")?;
         Ok(Self {
             out,
@@ -33,7 +33,7 @@ impl<W: Write> AccuracyLog<W> {
 
     /// Appends one response: its sequence id, its QSL index and its bytes
     /// (written as upper-case hex), and for token models its token fields.
-    pub fn entry(
+    pub(crate) fn entry(
         &mut self,
         seq_id: u64,
         qsl_idx: usize,
@@ -57,7 +57,7 @@ impl<W: Write> AccuracyLog<W> {
     }
 
     /// Closes the array, flushes, and gives back the writer.
-    pub fn finish(mut self) -> io::Result<W> {
+    pub(crate) fn finish(mut self) -> io::Result<W> {
         self.out.write_all(b"\n]\n")?;
         self.out.flush()?;
         Ok(self.out)

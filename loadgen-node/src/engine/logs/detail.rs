@@ -3,11 +3,11 @@
 use std::io::{self, Write};
 use std::time::Instant;
 
-use super::format::{cpp_double, json_double, json_string};
+use super::format::{json_double, json_string};
 
 /// A logged value, printed as the official logger prints each C++ type.
 #[derive(Clone, Debug)]
-pub enum Value {
+pub(crate) enum Value {
     /// A string, printed JSON-quoted.
     Str(String),
     /// Any integer type, printed in decimal.
@@ -18,8 +18,6 @@ pub enum Value {
     Bool(bool),
     /// A list of indices, such as a loaded sample set.
     List(Vec<usize>),
-    /// String pairs, printed as a JSON object in this order.
-    Map(Vec<(String, String)>),
 }
 
 impl Value {
@@ -33,23 +31,6 @@ impl Value {
                 let items: Vec<String> = v.iter().map(usize::to_string).collect();
                 format!("[{}]", items.join(","))
             }
-            Value::Map(m) => {
-                let items: Vec<String> = m
-                    .iter()
-                    .map(|(k, v)| format!("{}:{}", json_string(k), json_string(v)))
-                    .collect();
-                format!("{{{}}}", items.join(","))
-            }
-        }
-    }
-
-    /// The value as the summary prints it (bools as 0/1, doubles `%g`).
-    pub fn render_plain(&self) -> String {
-        match self {
-            Value::Str(s) => s.clone(),
-            Value::Bool(b) => u8::from(*b).to_string(),
-            Value::Float(f) => cpp_double(*f),
-            other => other.render(),
         }
     }
 }
@@ -69,7 +50,7 @@ value_from!(
 
 /// The kind of an event, flagged in its metadata.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Level {
+pub(crate) enum Level {
     /// An ordinary event.
     Info,
     /// Flagged `is_warning` and counted in the summary.
@@ -80,7 +61,7 @@ pub enum Level {
 
 /// Writes detail lines, timestamped from the start of logging.
 #[derive(Debug)]
-pub struct DetailLog<W: Write> {
+pub(crate) struct DetailLog<W: Write> {
     out: W,
     origin: Instant,
     pid: u32,
@@ -90,7 +71,7 @@ pub struct DetailLog<W: Write> {
 
 impl<W: Write> DetailLog<W> {
     /// Writes to `out`, timestamping each event from `origin`.
-    pub fn new(out: W, origin: Instant) -> Self {
+    pub(crate) fn new(out: W, origin: Instant) -> Self {
         Self {
             out,
             origin,
@@ -101,7 +82,7 @@ impl<W: Write> DetailLog<W> {
     }
 
     /// Writes one event; `file` and `line` name the netdiv source of it.
-    pub fn event(
+    pub(crate) fn event(
         &mut self,
         level: Level,
         key: &str,
@@ -131,23 +112,23 @@ impl<W: Write> DetailLog<W> {
     }
 
     /// Error events written so far.
-    pub fn error_count(&self) -> u64 {
+    pub(crate) fn error_count(&self) -> u64 {
         self.errors
     }
 
     /// Counts `n` errors that are summarised in a line already written
     /// rather than written one by one, so `num_errors` stays exact.
-    pub fn count_unwritten_errors(&mut self, n: u64) {
+    pub(crate) fn count_unwritten_errors(&mut self, n: u64) {
         self.errors += n;
     }
 
     /// Warning events written so far.
-    pub fn warning_count(&self) -> u64 {
+    pub(crate) fn warning_count(&self) -> u64 {
         self.warnings
     }
 
     /// Flushes the underlying writer.
-    pub fn flush(&mut self) -> io::Result<()> {
+    pub(crate) fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
     }
 }

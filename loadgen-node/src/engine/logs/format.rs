@@ -3,7 +3,7 @@
 
 /// A double as `std::ostream << double` prints it by default (`%g`, six
 /// significant digits).
-pub fn cpp_double(x: f64) -> String {
+pub(crate) fn cpp_double(x: f64) -> String {
     if x.is_nan() {
         return if x.is_sign_negative() { "-nan" } else { "nan" }.to_string();
     }
@@ -41,7 +41,7 @@ fn strip_fraction_zeros(s: &str) -> &str {
 
 /// `std::fixed` with the given number of decimals (the official
 /// `DoubleToString`).
-pub fn fixed(x: f64, decimals: usize) -> String {
+pub(crate) fn fixed(x: f64, decimals: usize) -> String {
     if x.is_infinite() {
         return if x < 0.0 { "-inf" } else { "inf" }.to_string();
     }
@@ -53,7 +53,7 @@ pub fn fixed(x: f64, decimals: usize) -> String {
 
 /// A double as the official JSON log writes it (`std::to_string` is not
 /// used for MLLOG values; they go through the stream like any double).
-pub fn json_double(x: f64) -> String {
+pub(crate) fn json_double(x: f64) -> String {
     if x == f64::INFINITY {
         "Infinity".to_string()
     } else if x == f64::NEG_INFINITY {
@@ -66,7 +66,7 @@ pub fn json_double(x: f64) -> String {
 }
 
 /// A JSON string literal with the escapes the official logger applies.
-pub fn json_string(s: &str) -> String {
+pub(crate) fn json_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
@@ -87,7 +87,7 @@ pub fn json_string(s: &str) -> String {
 }
 
 /// Uppercase hexadecimal of response bytes, as in the accuracy log.
-pub fn hex_upper(bytes: &[u8]) -> String {
+pub(crate) fn hex_upper(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {

@@ -1,11 +1,11 @@
 //! The four official log files: summary, detail (`:::MLLOG` lines),
 //! accuracy JSON and Chrome trace, with the official names and layout.
 
-pub mod accuracy;
-pub mod detail;
-pub mod format;
-pub mod summary;
-pub mod trace;
+pub(crate) mod accuracy;
+pub(crate) mod detail;
+pub(crate) mod format;
+pub(crate) mod summary;
+pub(crate) mod trace;
 
 use std::fs::File;
 use std::io::{self, BufWriter};

@@ -10,7 +10,7 @@ use crate::engine::settings::Scenario;
 const RULE: &str = "================================================";
 
 /// The results block for one performance run.
-pub fn render(s: &PerformanceSummary) -> String {
+pub(crate) fn render(s: &PerformanceSummary) -> String {
     let mut out = String::new();
     let st = &s.settings;
     let mut line = |text: String| {
@@ -316,7 +316,7 @@ fn stats_block(line: &mut impl FnMut(String), stats: &LatencyStats, labels: &Blo
 }
 
 /// The closing lines: how many warnings and errors the detail log holds.
-pub fn footer(warnings: u64, errors: u64) -> String {
+pub(crate) fn footer(warnings: u64, errors: u64) -> String {
     let mut out = String::new();
     let _ = match warnings {
         0 => write!(out, "\nNo warnings encountered during test.\n"),

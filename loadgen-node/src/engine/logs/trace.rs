@@ -8,7 +8,7 @@ use super::format::fixed;
 
 /// Writes trace events; times are ns since the test origin.
 #[derive(Debug)]
-pub struct TraceLog<W: Write> {
+pub(crate) struct TraceLog<W: Write> {
     out: W,
     pid: u32,
 }
@@ -19,7 +19,7 @@ fn micros(ns: u64) -> String {
 
 impl<W: Write> TraceLog<W> {
     /// Starts the trace's JSON object in `out`.
-    pub fn new(mut out: W) -> io::Result<Self> {
+    pub(crate) fn new(mut out: W) -> io::Result<Self> {
         out.write_all(b"{\"traceEvents\":[\n")?;
         Ok(Self {
             out,
@@ -28,7 +28,7 @@ impl<W: Write> TraceLog<W> {
     }
 
     /// A span on the LoadGen's own thread.
-    pub fn span(&mut self, name: &str, start_ns: u64, end_ns: u64) -> io::Result<()> {
+    pub(crate) fn span(&mut self, name: &str, start_ns: u64, end_ns: u64) -> io::Result<()> {
         writeln!(
             self.out,
             "{{\"name\":\"{name}\",\"ph\":\"X\",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},\"args\":{{}}}},",
@@ -40,7 +40,7 @@ impl<W: Write> TraceLog<W> {
     }
 
     /// One sample from its scheduled time to its completion.
-    pub fn sample(
+    pub(crate) fn sample(
         &mut self,
         seq: u64,
         query_seq: u64,
@@ -62,7 +62,7 @@ impl<W: Write> TraceLog<W> {
 
     /// A token model's sample from its scheduled time to its first token
     /// (the official `Token` event; not in Server, which has a counter).
-    pub fn first_token(
+    pub(crate) fn first_token(
         &mut self,
         seq: u64,
         query_seq: u64,
@@ -110,7 +110,7 @@ impl<W: Write> TraceLog<W> {
     }
 
     /// Server: how late each query was issued and how long it then took.
-    pub fn latency_counter(
+    pub(crate) fn latency_counter(
         &mut self,
         scheduled_ns: u64,
         issued_ns: u64,
@@ -120,7 +120,7 @@ impl<W: Write> TraceLog<W> {
     }
 
     /// Server, token models: the same up to each sample's first token.
-    pub fn token_latency_counter(
+    pub(crate) fn token_latency_counter(
         &mut self,
         scheduled_ns: u64,
         issued_ns: u64,
@@ -147,7 +147,7 @@ impl<W: Write> TraceLog<W> {
     }
 
     /// Closes the event list; `origin_wall_us` is the origin's Unix time.
-    pub fn finish(mut self, origin_wall_us: f64) -> io::Result<()> {
+    pub(crate) fn finish(mut self, origin_wall_us: f64) -> io::Result<()> {
         write!(
             self.out,
             "{{\"name\":\"LastTrace\"}}\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{{\n\"ts\":{},\n\"version\":\"netdiv LoadGen {}\"\n}}\n}}\n",

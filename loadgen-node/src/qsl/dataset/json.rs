@@ -46,7 +46,7 @@ fn find<'a>(columns: impl IntoIterator<Item = &'a str>, candidates: &[&str]) -> 
 
 /// The values of the first of `candidates` that the rows hold, in row
 /// order, and its name; an error says what the file is instead.
-pub fn token_rows(text: &[u8], candidates: &[&str]) -> Result<(String, Vec<Value>), String> {
+pub(super) fn token_rows(text: &[u8], candidates: &[&str]) -> Result<(String, Vec<Value>), String> {
     let value: Value = serde_json::from_slice(text).map_err(|e| e.to_string())?;
     let wanted = candidates.join(" or ");
     match &value {

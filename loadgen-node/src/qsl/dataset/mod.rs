@@ -15,10 +15,10 @@
 //! Anything else is refused with what was expected. [`pickle`] reads the
 //! pickles, [`numpy`] their arrays and [`pandas`] the data frames.
 
-pub mod json;
-pub mod numpy;
-pub mod pandas;
-pub mod pickle;
+mod json;
+mod numpy;
+mod pandas;
+mod pickle;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -304,7 +304,7 @@ fn kits(dir: &Path) -> Result<Dataset, DatasetError> {
 
 /// One KiTS19 case's image: `[image, label]`, the image float32
 /// `(1, D, H, W)` in C order.
-pub fn kits_image(path: &Path) -> Result<Bytes, DatasetError> {
+pub(super) fn kits_image(path: &Path) -> Result<Bytes, DatasetError> {
     let value = unpickle(path)?;
     let first = value
         .items()

@@ -12,7 +12,7 @@ use super::DatasetError;
 
 /// An array's elements.
 #[derive(Clone, Debug)]
-pub enum Elements {
+pub(super) enum Elements {
     /// Numbers: their raw bytes in `dtype`'s order.
     Raw(Bytes),
     /// Python objects (an `object` array).
@@ -21,7 +21,7 @@ pub enum Elements {
 
 /// A numpy array read from a pickle.
 #[derive(Clone, Debug)]
-pub struct Array {
+pub(super) struct Array {
     /// numpy's type code without byte order (`f4`, `i8`, `u1`, `O8`).
     pub dtype: String,
     /// Whether the elements are big-endian.
@@ -48,7 +48,7 @@ fn bad(what: &str) -> DatasetError {
 }
 
 /// The array `v` pickles, or `None` if `v` is not a numpy array.
-pub fn array(v: &Value) -> Result<Option<Array>, DatasetError> {
+pub(super) fn array(v: &Value) -> Result<Option<Array>, DatasetError> {
     let Value::Object(o) = v else {
         return Ok(None);
     };
@@ -133,18 +133,13 @@ fn dtype_of(v: &Value) -> Result<(String, bool), DatasetError> {
 
 impl Array {
     /// Elements in all.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.shape.iter().product()
-    }
-
-    /// Whether it has no elements.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// The raw bytes of a little-endian, C-order numeric array of
     /// `dtype` (`f4`, `u1`, ...); an error naming what it is instead.
-    pub fn raw_c_order(&self, dtype: &str) -> Result<&Bytes, DatasetError> {
+    pub(super) fn raw_c_order(&self, dtype: &str) -> Result<&Bytes, DatasetError> {
         let Elements::Raw(raw) = &self.elements else {
             return Err(DatasetError::Format(format!(
                 "an array of Python objects where {dtype} numbers were expected"
@@ -175,7 +170,7 @@ impl Array {
     }
 
     /// The elements of a 1-D integer array (any width, either order).
-    pub fn integers(&self) -> Result<Vec<i64>, DatasetError> {
+    pub(super) fn integers(&self) -> Result<Vec<i64>, DatasetError> {
         let Elements::Raw(raw) = &self.elements else {
             return Err(DatasetError::Format(
                 "an object array where integers were expected".into(),

@@ -16,7 +16,7 @@ use super::DatasetError;
 
 /// A data frame's columns, each a block row.
 #[derive(Debug)]
-pub struct DataFrame {
+pub(super) struct DataFrame {
     /// Column names, in order.
     pub columns: Vec<String>,
     /// Rows in the frame.
@@ -190,7 +190,7 @@ fn bad(what: impl Into<String>) -> DatasetError {
 
 impl DataFrame {
     /// The frame `v` pickles.
-    pub fn from_pickle(v: &Value) -> Result<DataFrame, DatasetError> {
+    pub(super) fn from_pickle(v: &Value) -> Result<DataFrame, DatasetError> {
         let made_by = v.made_by().unwrap_or_else(|| v.kind());
         if !(made_by.starts_with("pandas.") && made_by.ends_with(".DataFrame")) {
             return Err(bad(format!(
@@ -224,7 +224,7 @@ impl DataFrame {
     }
 
     /// The cells of column `name`, one per row.
-    pub fn column(&self, name: &str) -> Result<Vec<Cell>, DatasetError> {
+    pub(super) fn column(&self, name: &str) -> Result<Vec<Cell>, DatasetError> {
         let position = self.columns.iter().position(|c| c == name).ok_or_else(|| {
             bad(format!(
                 "no column {name:?} (columns: {})",
@@ -291,7 +291,11 @@ impl DataFrame {
 
 /// One cell of a column.
 #[derive(Debug)]
-pub enum Cell {
+#[allow(
+    dead_code,
+    reason = "an integer cell is kept as the frame holds it, for the Debug output of a refused column"
+)]
+pub(super) enum Cell {
     /// A Python object (a list, a string, a numpy array...).
     Object(Value),
     /// A number of an integer column.
@@ -301,7 +305,7 @@ pub enum Cell {
 impl Cell {
     /// The cell as a list of integers: a Python list of ints, or a 1-D
     /// integer numpy array.
-    pub fn integers(&self) -> Result<Vec<i64>, DatasetError> {
+    pub(super) fn integers(&self) -> Result<Vec<i64>, DatasetError> {
         match self {
             Cell::Integer(_) => Err(bad("a number where a list of token ids was expected")),
             Cell::Object(v) => {

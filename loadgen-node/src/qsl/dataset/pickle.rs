@@ -14,7 +14,11 @@ use bytes::Bytes;
 
 /// A pickled value.
 #[derive(Clone, Debug)]
-pub enum Value {
+#[allow(
+    dead_code,
+    reason = "big ints and floats are kept as the pickle holds them, for the Debug output that names a value no reader takes"
+)]
+pub(super) enum Value {
     /// `None`.
     None,
     /// `True`, `False`.
@@ -47,7 +51,7 @@ pub enum Value {
 
 /// A call the pickle asked for, not made.
 #[derive(Clone, Debug)]
-pub struct Object {
+pub(super) struct Object {
     /// What was called (usually a [`Value::Global`]).
     pub callable: Value,
     /// Its positional arguments.
@@ -58,7 +62,7 @@ pub struct Object {
 
 impl Value {
     /// The global's `module.name`, if this is one.
-    pub fn global_name(&self) -> Option<String> {
+    pub(super) fn global_name(&self) -> Option<String> {
         match self {
             Value::Global(m, n) => Some(format!("{m}.{n}")),
             _ => None,
@@ -67,7 +71,7 @@ impl Value {
 
     /// The object's callable as `module.name`, if this is an object made by
     /// a global.
-    pub fn made_by(&self) -> Option<String> {
+    pub(super) fn made_by(&self) -> Option<String> {
         match self {
             Value::Object(o) => o.borrow().callable.global_name(),
             _ => None,
@@ -75,7 +79,7 @@ impl Value {
     }
 
     /// The items of a list, tuple or set.
-    pub fn items(&self) -> Option<Vec<Value>> {
+    pub(super) fn items(&self) -> Option<Vec<Value>> {
         match self {
             Value::List(l) | Value::Set(l) => Some(l.borrow().clone()),
             Value::Tuple(t) => Some(t.to_vec()),
@@ -84,7 +88,7 @@ impl Value {
     }
 
     /// The value of `key` in a dict with string keys.
-    pub fn get(&self, key: &str) -> Option<Value> {
+    pub(super) fn get(&self, key: &str) -> Option<Value> {
         match self {
             Value::Dict(d) => d
                 .borrow()
@@ -96,7 +100,7 @@ impl Value {
     }
 
     /// A string's text.
-    pub fn as_str(&self) -> Option<&str> {
+    pub(super) fn as_str(&self) -> Option<&str> {
         match self {
             Value::Str(s) => Some(s),
             _ => None,
@@ -104,7 +108,7 @@ impl Value {
     }
 
     /// An integer (a bool counts as 0 or 1).
-    pub fn as_i64(&self) -> Option<i64> {
+    pub(super) fn as_i64(&self) -> Option<i64> {
         match self {
             Value::Int(i) => Some(*i),
             Value::Bool(b) => Some(i64::from(*b)),
@@ -113,7 +117,7 @@ impl Value {
     }
 
     /// A short name of the value's kind, for errors.
-    pub fn kind(&self) -> String {
+    pub(super) fn kind(&self) -> String {
         match self {
             Value::None => "None".into(),
             Value::Bool(_) => "bool".into(),
@@ -168,7 +172,7 @@ pub enum PickleError {
 const MAX_STACK: usize = 1 << 24;
 
 /// Reads one pickle from `data` (the whole file).
-pub fn parse(data: Bytes) -> Result<Value, PickleError> {
+pub(super) fn parse(data: Bytes) -> Result<Value, PickleError> {
     Machine {
         data,
         at: 0,

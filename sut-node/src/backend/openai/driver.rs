@@ -169,7 +169,7 @@ fn run_device<T: Work>(
 }
 
 /// Token ids as the node sends them: int32 little endian.
-pub fn token_bytes(ids: &[u32]) -> Vec<u8> {
+pub(super) fn token_bytes(ids: &[u32]) -> Vec<u8> {
     ids.iter()
         .flat_map(|&id| (id as i32).to_le_bytes())
         .collect()

@@ -20,10 +20,10 @@
 
 pub mod api;
 pub mod client;
-pub mod config;
-pub mod driver;
-pub mod errors;
-pub mod prefix_cache;
+mod config;
+mod driver;
+mod errors;
+mod prefix_cache;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::RwLock;
