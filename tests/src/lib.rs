@@ -42,6 +42,7 @@ pub mod checker_log;
 pub mod chromium;
 pub mod configs;
 pub mod counting_engine;
+pub mod echo;
 pub mod engines;
 pub mod files;
 pub mod fuzz;

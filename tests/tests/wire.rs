@@ -103,7 +103,8 @@ fn bytes_per_cpu_smoke_fills_its_table() -> Result<()> {
 
 /// `wire-bench --quick`: both transports and the null SUT run, and every
 /// cell of its table is filled in (each transport's first Server probe has
-/// a verdict, Offline and SingleStream figures are numbers above zero).
+/// a verdict, Offline and SingleStream figures are numbers above zero),
+/// with the floor beside the latency: a bare echo on each transport.
 #[test]
 fn wire_bench_smoke_fills_its_table() -> Result<()> {
     let stdout = quick_run(env!("CARGO_BIN_EXE_wire-bench"))?;
@@ -141,6 +142,25 @@ fn wire_bench_smoke_fills_its_table() -> Result<()> {
             let us: f64 = cell.split_whitespace().next().unwrap_or("").parse()?;
             ensure!(us > 0.0, "{prefix}: {cell:?}\n{stdout}");
         }
+    }
+    // The floor beside the latency: a bare echo on each transport, and
+    // what netdiv adds above it, both measured (p50 / p99).
+    for prefix in ["| the floor: a bare echo", "| netdiv adds above the floor"] {
+        for cell in &cells(prefix)?[2..4] {
+            let figures: Vec<f64> = cell
+                .split('/')
+                .map(|f| f.trim().trim_start_matches('+').parse::<f64>())
+                .collect::<Result<_, _>>()?;
+            ensure!(
+                figures.len() == 2 && figures.iter().all(|f| f.is_finite()),
+                "{prefix}: {cell:?}\n{stdout}"
+            );
+        }
+    }
+    let floor = cells("| the floor: a bare echo")?;
+    for cell in &floor[2..4] {
+        let p50: f64 = cell.split('/').next().unwrap_or("").trim().parse()?;
+        ensure!(p50 > 0.0, "floor: {cell:?}\n{stdout}");
     }
     Ok(())
 }

@@ -20,6 +20,9 @@
 //!   the whole path through the QDL. The parts overlap and wait for one
 //!   another differently (the LoadGen's issuing thread polls, a bare
 //!   client sleeps in epoll), so they are not subtracted.
+//! * The floor beside it: a bare echo of the query's size to another
+//!   process over each transport, with the same runtime and settings
+//!   (`netdiv_tests::echo`), and what netdiv adds above it.
 //! * When this process may write `/dev/cpu_dma_latency` (root), the whole
 //!   path again with `loadgen-node run --cpu-latency-us 0`: idle CPUs poll
 //!   instead of halting while it runs, which shows what the wake-ups of
@@ -36,6 +39,7 @@ use anyhow::{bail, Context, Result};
 use netdiv_proto::pb::{self, quic_request};
 use netdiv_tests::bench::{finish_benchmark, machine_description, median, QpsSearch};
 use netdiv_tests::configs::{zero_cost_node, UserConf};
+use netdiv_tests::echo::{self, EchoServer, EchoTransport};
 use netdiv_tests::mlperf_logs::summary_value;
 use netdiv_tests::network_run::{loadgen, BenchClusters, LoadgenRun, Setup};
 use netdiv_tests::sut_client::{
@@ -78,6 +82,13 @@ struct Cli {
     /// A smoke run: 1 s runs, one repeat, two Server probes.
     #[arg(long)]
     quick: bool,
+    /// Internal: serve as the echo of the floor measurement (tcp or quic)
+    /// instead of benchmarking; started by the bench itself.
+    #[arg(long, hide = true, value_name = "TRANSPORT")]
+    echo_server: Option<String>,
+    /// Internal: where the echo server keeps its certificates.
+    #[arg(long, hide = true, value_name = "DIR", requires = "echo_server")]
+    echo_dir: Option<std::path::PathBuf>,
 }
 
 /// What the summary of one run says.
@@ -232,6 +243,16 @@ fn main() -> ExitCode {
         cli.server_max_probes = 2;
         cli.server_attempts = 1;
     }
+    if let Some(transport) = &cli.echo_server {
+        let dir = cli.echo_dir.clone().unwrap_or_default();
+        return match EchoTransport::parse(transport).and_then(|t| echo::serve(t, &dir)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("wire-bench --echo-server: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     finish_benchmark("wire-bench", bench(&cli))
 }
 
@@ -378,6 +399,9 @@ fn bench(cli: &Cli) -> Result<String> {
 
     // Bare round trips: Name() from this process, no LoadGen, no batcher.
     let pings = ping_both(&bench.clusters, cli.pings)?;
+    // The floor: a bare echo of a query's size over each transport.
+    let query_bytes = one_sample_query_bytes();
+    let floor = echo_floor(&dir, query_bytes, cli.pings)?;
 
     let mut out = String::new();
     writeln!(
@@ -492,7 +516,72 @@ fn bench(cli: &Cli) -> Result<String> {
             grpc[0], grpc[1], quic[0], quic[1]
         )?;
     }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "The floor beside it: a bare echo of the query's {query_bytes} bytes, to another \
+         process, on each transport with the same runtime and settings (tokio TCP for gRPC, \
+         one quinn stream for QUIC), {} round trips; and what netdiv adds above it (the \
+         whole path minus the floor; goal: at most 30 µs at p50 and 60 µs at p99).",
+        cli.pings
+    )?;
+    writeln!(out)?;
+    writeln!(out, "| | gRPC (TCP) | QUIC |")?;
+    writeln!(out, "|---|---|---|")?;
+    writeln!(
+        out,
+        "| the floor: a bare echo (p50 / p99, µs) | {:.1} / {:.1} | {:.1} / {:.1} |",
+        floor[0].0, floor[0].1, floor[1].0, floor[1].1
+    )?;
+    writeln!(
+        out,
+        "| the whole path through netdiv (p50 / p99, µs) | {:.1} / {:.1} | {:.1} / {:.1} |",
+        ss[2][0], ss[2][1], ss[3][0], ss[3][1]
+    )?;
+    writeln!(
+        out,
+        "| netdiv adds above the floor (p50 / p99, µs) | +{:.1} / +{:.1} | +{:.1} / +{:.1} |",
+        ss[2][0] - floor[0].0,
+        ss[2][1] - floor[0].1,
+        ss[3][0] - floor[1].0,
+        ss[3][1] - floor[1].1
+    )?;
     Ok(out)
+}
+
+/// The size of the message a SingleStream query of one 4-byte sample
+/// travels in (the QDL's query message).
+fn one_sample_query_bytes() -> usize {
+    use prost::Message as _;
+    pb::Query {
+        query_id: 1 << 20,
+        samples: vec![pb::Sample {
+            response_id: 1 << 40,
+            data: vec![0u8; 4].into(),
+            codec: 0,
+            decoded_size: 4,
+        }],
+        ..Default::default()
+    }
+    .encoded_len()
+}
+
+/// p50 and p99 of `count` echoes of `size` bytes over each transport, in
+/// µs: [TCP, QUIC].
+fn echo_floor(dir: &Path, size: usize, count: usize) -> Result<[(f64, f64); 2]> {
+    let mut floor = [(0.0, 0.0); 2];
+    for (i, transport) in [EchoTransport::Tcp, EchoTransport::Quic]
+        .into_iter()
+        .enumerate()
+    {
+        let certs = dir.join(format!("echo-{}", transport.name()));
+        std::fs::create_dir_all(&certs)?;
+        let server = EchoServer::start(transport, &certs)?;
+        let times = echo::round_trips(transport, server.addr, &certs, size, count)
+            .with_context(|| format!("the {} echo", transport.name()))?;
+        floor[i] = percentiles(times);
+    }
+    Ok(floor)
 }
 
 fn ratio(part: f64, whole: f64) -> f64 {
