@@ -54,6 +54,12 @@ pub fn summary_value(text: &str, label: &str) -> Option<String> {
         .find_map(|(k, v)| (k == label).then_some(v))
 }
 
+/// Whether a summary's text says `Result is : VALID` (a run that did not
+/// finish says neither).
+pub fn says_valid(text: &str) -> bool {
+    summary_value(text, "Result is").as_deref() == Some("VALID")
+}
+
 /// The label of one summary line: the text left of its first `:` with
 /// trailing blanks removed (leading blanks kept: they show nesting); a line
 /// without a colon is its own label.
@@ -553,6 +559,7 @@ mod tests {
             Some("4.88863e+07")
         );
         assert_eq!(summary_value(text, "Result is").as_deref(), Some("VALID"));
+        assert!(says_valid(text) && !says_valid("Result is : INVALID\n") && !says_valid(""));
         let s = Summary::parse(text, Path::new("s.txt")).unwrap();
         assert!(s.valid());
         assert_eq!(s.number("Samples per second"), Some(4.88863e7));

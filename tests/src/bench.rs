@@ -34,7 +34,7 @@ pub fn token_measure(run: &LoadgenRun, scenario: &str) -> Result<TokenMeasure> {
             .parse::<f64>()
             .with_context(|| format!("{label:?} is not a number"))
     };
-    let valid = summary.contains("Result is : VALID");
+    let valid = crate::mlperf_logs::says_valid(&summary);
     if scenario == "Offline" {
         return Ok(TokenMeasure {
             tokens_per_s: number("Tokens per second")?,

@@ -143,7 +143,7 @@ impl LoadgenRun {
     pub fn expect_valid(&self) -> Result<(String, Detail)> {
         self.expect_success()?;
         let summary = self.summary()?;
-        if !summary.contains("Result is : VALID") {
+        if !crate::mlperf_logs::says_valid(&summary) {
             bail!("not VALID:\n{summary}");
         }
         let detail = self.detail()?;

@@ -38,10 +38,7 @@ fn node_config() -> FileConfig {
 /// The summary's `Result is :` value.
 fn summary_result(run: &LoadgenRun) -> Result<String> {
     let summary = run.summary()?;
-    summary
-        .lines()
-        .find_map(|l| l.strip_prefix("Result is :"))
-        .map(|v| v.trim().to_string())
+    netdiv_tests::mlperf_logs::summary_value(&summary, "Result is")
         .context("no \"Result is :\" line in the summary")
 }
 

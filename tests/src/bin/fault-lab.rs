@@ -89,10 +89,8 @@ fn run(cli: &Cli) -> Result<()> {
         println!("  {:7.2} s  {fault}", at.as_secs_f64());
     }
     let summary = report.run.summary()?;
-    let result = summary
-        .lines()
-        .find(|l| l.starts_with("Result is"))
-        .unwrap_or("no result line");
+    let result = netdiv_tests::mlperf_logs::summary_value(&summary, "Result is")
+        .map_or("no result line".to_string(), |r| format!("Result is : {r}"));
     println!("{result}; every issued sample completed exactly once");
     println!("\n{}", table(&report.trends));
     if cli.keep {
