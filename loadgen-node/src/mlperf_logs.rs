@@ -352,14 +352,7 @@ impl Trace {
                 )),
             });
         }
-        let file: TraceFile = serde_json::from_str(text).map_err(|e| {
-            log_error!(
-                "{} line {} column {}: garbled trace: {e}",
-                path.display(),
-                e.line(),
-                e.column()
-            )
-        })?;
+        let file: TraceFile = serde_json::from_str(text).map_err(|e| garbled(path, "trace", &e))?;
         let mut samples: Vec<TraceSample> = Vec::new();
         // Token events name their sample by id; Server's Token_Latency
         // counter follows its sample's event.
@@ -408,7 +401,7 @@ impl Trace {
 }
 
 /// One response in `mlperf_log_accuracy.json`.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
 pub struct AccuracyEntry {
     /// The QSL index of the sample answered.
     pub qsl_idx: u64,
@@ -417,56 +410,34 @@ pub struct AccuracyEntry {
     /// The order of the response in the log.
     pub seq_id: u64,
     /// Token models outside Offline: the first token's bytes (hex).
+    #[serde(default)]
     pub token_data: Option<String>,
     /// Token models: `n_tokens` of the completion.
+    #[serde(default)]
     pub token_count: Option<i64>,
-}
-
-#[derive(Deserialize)]
-struct AccuracyLine {
-    qsl_idx: u64,
-    data: String,
-    seq_id: u64,
-    #[serde(default)]
-    token_data: Option<String>,
-    #[serde(default)]
-    token_count: Option<i64>,
 }
 
 /// `mlperf_log_accuracy.json`: a JSON array of `{"seq_id", "qsl_idx",
 /// "data"}` objects, with `token_data` and `token_count` for token models.
 pub fn parse_accuracy(text: &str, path: &Path) -> Result<Vec<AccuracyEntry>, LogError> {
-    let lines: Vec<AccuracyLine> = serde_json::from_str(text).map_err(|e| {
-        log_error!(
-            "{} line {} column {}: garbled accuracy log: {e}",
-            path.display(),
-            e.line(),
-            e.column()
-        )
-    })?;
-    Ok(lines
-        .into_iter()
-        .map(|l| AccuracyEntry {
-            qsl_idx: l.qsl_idx,
-            data: l.data,
-            seq_id: l.seq_id,
-            token_data: l.token_data,
-            token_count: l.token_count,
-        })
-        .collect())
+    serde_json::from_str(text).map_err(|e| garbled(path, "accuracy log", &e))
 }
 
 /// How many responses the accuracy log holds; it must be a JSON array.
 pub fn accuracy_count(text: &str, path: &Path) -> Result<usize, LogError> {
-    let entries: Vec<serde::de::IgnoredAny> = serde_json::from_str(text).map_err(|e| {
-        log_error!(
-            "{} line {} column {}: garbled accuracy log: {e}",
-            path.display(),
-            e.line(),
-            e.column()
-        )
-    })?;
+    let entries: Vec<serde::de::IgnoredAny> =
+        serde_json::from_str(text).map_err(|e| garbled(path, "accuracy log", &e))?;
     Ok(entries.len())
+}
+
+/// A JSON log that does not parse, named with the line and column.
+fn garbled(path: &Path, what: &str, e: &serde_json::Error) -> LogError {
+    log_error!(
+        "{} line {} column {}: garbled {what}: {e}",
+        path.display(),
+        e.line(),
+        e.column()
+    )
 }
 
 #[cfg(test)]
