@@ -2,11 +2,17 @@
 //! Llama of random weights: `deploy/llm/vllm-cpu.sh`), each node started
 //! with `deploy/llm/engines/vllm.toml` as shipped and `--engine-url`, as
 //! a submitter would start one. The tiny model never ends an answer
-//! early, so every answer is the benchmark's longest (1,024 tokens for
-//! llama2-70b): harsher than the data set's mean. What is scaled to fit
-//! CI: the model (2 layers), the Offline query (32 samples) and the Server
-//! rate (2.5 queries/s, the 500 queries early stopping needs), not the
-//! answers.
+//! early, so every answer is as long as the node asks: the benchmark's
+//! longest (1,024 tokens for llama2-70b), harsher than the data set's
+//! mean. What is scaled to fit CI: the model (2 layers), the Offline query
+//! (32 samples of 1,024 tokens), and the Server run: early stopping needs
+//! 500 answers, half a million tokens at full length, which a CPU vLLM on
+//! a 2-core machine serves in a quarter of an hour or more (a fixed rate
+//! sized on a faster machine once left a first token waiting past the
+//! node's 600 s bound). So its node's config is the shipped one with
+//! `max_tokens = 128` added (llama3.1-8b's longest answer), and its rate
+//! comes from the engine's own speed in the Offline run, for about 24
+//! answers under way.
 //!
 //! * Offline and Server through the QDL are VALID, and the answers are
 //!   vLLM's own: equal to what it answers the same prompt unstreamed;
@@ -26,6 +32,7 @@ use netdiv_proto::pb;
 use netdiv_tests::binaries::loadgen_node_official_bin;
 use netdiv_tests::configs::llm_node;
 use netdiv_tests::llama::synthetic_prompt;
+use netdiv_tests::mlperf_logs::summary_value;
 use netdiv_tests::network_run::{llama2_prompt_flags, loadgen, Cluster, LoadgenRun};
 use netdiv_tests::submission::{inference_checkout, refused_llm_submission};
 use netdiv_tests::sut_client::{grpc_client, wait_until_busy, Busy, ClientCert, NodeProcess};
@@ -40,6 +47,12 @@ const PROMPT_TOKENS: usize = 64;
 const SEED: u64 = 31;
 /// llama2-70b's longest answer, which the shipped config asks for.
 const ANSWER_TOKENS: usize = 1024;
+/// The Server run's answers (`max_tokens`; llama3.1-8b's longest).
+const SERVER_ANSWER_TOKENS: usize = 128;
+/// Answers under way in the Server run, on average (Offline has 32).
+const SERVER_IN_FLIGHT: f64 = 24.0;
+/// The Server run's highest rate, queries/s (500 queries: 62 s or more).
+const SERVER_MAX_RATE: f64 = 8.0;
 /// vLLM's flag that turns its prefix cache off (on by default).
 const NO_PREFIX_CACHE: &str = "--no-enable-prefix-caching";
 
@@ -47,6 +60,33 @@ const NO_PREFIX_CACHE: &str = "--no-enable-prefix-caching";
 /// (`--engine-url`: the only change), with metrics for the fault test.
 fn shipped_node(name: &str, engine: &VllmServer) -> Result<NodeProcess> {
     let config = workspace_root().join("deploy/llm/engines/vllm.toml");
+    node_with_config(name, engine, &config)
+}
+
+/// A node as [`shipped_node`], its config the shipped one with
+/// `max_tokens` added to its `[openai]` section (written into `dir`).
+fn shipped_node_capped(
+    name: &str,
+    engine: &VllmServer,
+    dir: &Path,
+    max_tokens: usize,
+) -> Result<NodeProcess> {
+    let shipped = std::fs::read_to_string(workspace_root().join("deploy/llm/engines/vllm.toml"))?;
+    ensure!(
+        shipped.contains("\n[openai]\n") && !shipped.contains("max_tokens"),
+        "deploy/llm/engines/vllm.toml: no [openai] section, or it sets max_tokens already"
+    );
+    let capped = shipped.replace(
+        "\n[openai]\n",
+        &format!("\n[openai]\nmax_tokens = {max_tokens}\n"),
+    );
+    let config = dir.join("vllm-capped.toml");
+    std::fs::write(&config, capped)?;
+    node_with_config(name, engine, &config)
+}
+
+/// A node started with `config` and `--engine-url`, with metrics.
+fn node_with_config(name: &str, engine: &VllmServer, config: &Path) -> Result<NodeProcess> {
     NodeProcess::start(
         name,
         None,
@@ -98,19 +138,24 @@ fn logged_ids(hex: &str) -> Result<Vec<u32>> {
         .collect())
 }
 
-/// Every sample answered once, each answer `ANSWER_TOKENS` long; the
+/// Every sample answered once, each answer `answer_tokens` long; the
 /// first `compared` (by QSL index) equal to vLLM's own answer to the same
 /// prompt, asked directly, not streamed (concurrently: each takes as long
 /// as a whole answer).
-fn check_answers(run: &LoadgenRun, dir: &Path, engine: &VllmServer, compared: usize) -> Result<()> {
+fn check_answers(
+    run: &LoadgenRun,
+    dir: &Path,
+    engine: &VllmServer,
+    (answer_tokens, compared): (usize, usize),
+) -> Result<()> {
     netdiv_tests::network_run::check_exactly_once(run, &dir.join("issued.txt"))?;
     let mut entries = run.accuracy()?;
     entries.sort_by_key(|e| e.qsl_idx);
     entries.dedup_by_key(|e| e.qsl_idx);
     for e in &entries {
         ensure!(
-            e.token_count == Some(ANSWER_TOKENS as i64),
-            "qsl_idx {}: {:?} tokens, not {ANSWER_TOKENS}",
+            e.token_count == Some(answer_tokens as i64),
+            "qsl_idx {}: {:?} tokens, not {answer_tokens}",
             e.qsl_idx,
             e.token_count
         );
@@ -123,7 +168,7 @@ fn check_answers(run: &LoadgenRun, dir: &Path, engine: &VllmServer, compared: us
                 let prompt = synthetic_prompt(PROMPT_TOKENS, SEED, e.qsl_idx as usize);
                 (
                     e,
-                    scope.spawn(move || engine.greedy_tokens(&prompt, ANSWER_TOKENS as u32)),
+                    scope.spawn(move || engine.greedy_tokens(&prompt, answer_tokens as u32)),
                 )
             })
             .collect();
@@ -200,16 +245,21 @@ fn vllm_as_shipped_runs_offline_and_server_valid_with_its_own_answers() -> Resul
         &flags(&offline, "Offline", &conf, 32, &[&node])?,
         Duration::from_secs(600),
     )?;
-    run.expect_valid()
+    let (summary, _) = run
+        .expect_valid()
         .with_context(|| format!("Offline, in {}", offline.display()))?;
-    check_answers(&run, &offline, &engine, 4)?;
+    check_answers(&run, &offline, &engine, (ANSWER_TOKENS, 4))?;
+    let rate = server_rate(&summary)?;
+    eprintln!("vLLM's Offline speed sets the Server run's rate: {rate:.3} queries/s");
+    drop(node);
 
-    // Server: 500 queries (early stopping's minimum for TTFT and TPOT),
-    // at a rate that keeps about 80 answers under way.
+    // Server: 500 queries (early stopping's minimum for TTFT and TPOT) of
+    // SERVER_ANSWER_TOKENS each, at the rate the engine's speed allows.
+    let node = shipped_node_capped("vllm-node-server", &engine, &dir, SERVER_ANSWER_TOKENS)?;
     let server = dir.join("server");
     std::fs::create_dir_all(&server)?;
     let conf = UserConf::new()
-        .set("*.Server.target_qps", 2.5)
+        .set("*.Server.target_qps", format!("{rate:.3}"))
         .set("*.Server.min_duration", 1000)
         .set("*.Server.min_query_count", 500)
         .set("*.*.accuracy_log_rng_seed", 1)
@@ -220,9 +270,32 @@ fn vllm_as_shipped_runs_offline_and_server_valid_with_its_own_answers() -> Resul
         Duration::from_secs(900),
     )?;
     run.expect_valid()
-        .with_context(|| format!("Server, in {}", server.display()))?;
-    check_answers(&run, &server, &engine, 2)?;
+        .with_context(|| format!("Server, in {} at {rate:.3} queries/s", server.display()))?;
+    check_answers(&run, &server, &engine, (SERVER_ANSWER_TOKENS, 2))?;
     Ok(())
+}
+
+/// The Server run's rate, from the Offline run's tokens per second with
+/// 32 answers under way: one decoding step of the engine takes about
+/// 32 / tokens-per-second, an answer SERVER_ANSWER_TOKENS steps, so a rate
+/// of SERVER_IN_FLIGHT answers' worth keeps that many under way, fewer
+/// than in Offline, where each step was well inside the TPOT bound
+/// (200 ms). At most SERVER_MAX_RATE, so a fast machine does not spend
+/// its time in the LoadGen's scheduling.
+fn server_rate(offline_summary: &str) -> Result<f64> {
+    let tokens_per_second: f64 = summary_value(offline_summary, "Tokens per second")
+        .context("the Offline summary has no \"Tokens per second\"")?
+        .parse()
+        .context("the Offline summary's \"Tokens per second\"")?;
+    let step = 32.0 / tokens_per_second;
+    ensure!(
+        step < 0.2,
+        "vLLM took {:.0} ms per decoding step with 32 answers under way: \
+         above llama2-70b's TPOT bound (200 ms), no Server run can be VALID",
+        step * 1000.0
+    );
+    let rate = SERVER_IN_FLIGHT / (SERVER_ANSWER_TOKENS as f64 * step);
+    Ok(rate.min(SERVER_MAX_RATE))
 }
 
 /// The prefix cache, read at start and again after the engine restarts:
@@ -396,5 +469,5 @@ fn vllm_killed_mid_run_moves_its_samples_and_serves_again_once_back() -> Result<
     )?;
     run.expect_valid()
         .with_context(|| format!("after the restart, in {}", again.display()))?;
-    check_answers(&run, &again, &engine, 1)
+    check_answers(&run, &again, &engine, (ANSWER_TOKENS, 1))
 }
