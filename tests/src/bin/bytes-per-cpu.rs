@@ -1,7 +1,7 @@
 //! `bytes-per-cpu`: what each byte a sample carries costs in CPU, against
 //! what the kernel needs to move it. A sut-node in its own network
-//! namespace behind an unshaped veth pair (MTU 9000), the synthetic
-//! backend at zero cost; Offline runs of ResNet-50-sized samples
+//! namespace behind an unshaped veth pair, at Ethernet's standard MTU
+//! (1500) and at a jumbo one (9000), the synthetic backend at zero cost; Offline runs of ResNet-50-sized samples
 //! (150,528 B), unless `--quick` of 3D-UNet's real sizes (the KiTS19
 //! volumes, 132 MB on average), over gRPC in plain text, gRPC with TLS and
 //! QUIC (always TLS 1.3). For each it prints the sample bytes moved per
@@ -15,7 +15,8 @@
 //!
 //! Needs root (`ip netns`) and iperf3 (`tests/setup/iperf3.sh` installs
 //! Debian's package). Usage: `cargo run --release -p netdiv-tests --bin
-//! bytes-per-cpu [--quick]`; `--quick` is the smoke run CI does.
+//! bytes-per-cpu [--quick] [--mtu 1500,9000]`; `--quick` is the smoke run
+//! CI does (MTU 1500 only).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -64,12 +65,16 @@ struct Cli {
         default_value = "resnet50,unet,small"
     )]
     samples: Vec<Samples>,
+    /// The veth pair's MTUs, measured in this order.
+    #[arg(long = "mtu", value_delimiter = ',', default_value = "1500,9000",
+          value_parser = clap::value_parser!(u32).range(1280..=65535))]
+    mtus: Vec<u32>,
     /// Small-query runs: Offline target_qps (its samples take each
     /// transport a few seconds).
     #[arg(long, default_value_t = 1_000_000)]
     small_qps: u64,
     /// The smoke run: ResNet-50 sizes at 1000 samples/s and 4-byte
-    /// samples at 20,000/s, 2 s runs, one repeat.
+    /// samples at 20,000/s, 2 s runs, one repeat, at MTU 1500.
     #[arg(long)]
     quick: bool,
 }
@@ -427,47 +432,80 @@ fn bench(cli: &Cli) -> Result<String> {
     let certs = dir.join("certs");
     sut_node::tls::dev_certificates(&certs, false)?;
     let ns = Netns::create()?;
-    ns.set_mtu(9000)?;
+    let mut links = Vec::new();
+    for &mtu in &cli.mtus {
+        ns.set_mtu(mtu)?;
+        links.push(measure_link(cli, &ns, &iperf3, &dir, &certs, mtu)?);
+    }
+    let mut out = String::new();
+    writeln!(out, "{}", machine_description())?;
+    writeln!(
+        out,
+        "A sut-node in a network namespace behind an unshaped veth pair (MTU {}), the \
+         synthetic backend at zero cost; Offline; median of {} runs. CPU: both processes \
+         together (the LoadGen node's from its exit, the node's from /proc across the run; \
+         iperf3's client from its own report, its server from its exit).\n",
+        cli.mtus
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(", then "),
+        cli.repeat
+    )?;
+    out.push_str(&bytes_table(&links)?);
+    if cli.samples.contains(&Samples::Small) {
+        out.push('\n');
+        out.push_str(&small_table(&links)?);
+    }
+    Ok(out)
+}
 
+/// Everything measured over the link at one MTU.
+struct Link {
+    mtu: u32,
+    /// iperf3 over it: the kernel's floor.
+    kernel: Moved,
+    measured: Vec<(Samples, Transport, Moved)>,
+}
+
+/// iperf3 and every case of samples and transport over the link at `mtu`.
+fn measure_link(
+    cli: &Cli,
+    ns: &Netns,
+    iperf3: &Path,
+    dir: &Path,
+    certs: &Path,
+    mtu: u32,
+) -> Result<Link> {
+    eprintln!("bytes-per-cpu: the link at MTU {mtu}");
     let kernel = median_of(
         &(0..cli.repeat)
-            .map(|_| iperf3_run(&iperf3, &ns, cli.seconds))
+            .map(|_| iperf3_run(iperf3, ns, cli.seconds))
             .collect::<Result<Vec<_>>>()?,
     );
     let mut measured = Vec::new();
     for &samples in &cli.samples {
         let benchmark = samples.benchmark();
         let node_conf = write_file(
-            &dir,
+            dir,
             &format!("{benchmark}.toml"),
             &node_toml(&zero_cost_node(benchmark))?,
         )?;
         let conf = write_file(
-            &dir,
+            dir,
             &format!("{benchmark}.conf"),
             &user_conf(cli, samples).to_string(),
         )?;
         for &transport in &cli.transports {
-            let moved = measure(cli, &ns, &certs, samples, transport, &node_conf, &conf)?;
+            let moved = measure(cli, ns, certs, samples, transport, &node_conf, &conf)?;
             measured.push((samples, transport, moved));
         }
     }
-    let mut out = String::new();
-    writeln!(out, "{}", machine_description())?;
-    writeln!(
-        out,
-        "A sut-node in a network namespace behind an unshaped veth pair (MTU 9000), the \
-         synthetic backend at zero cost; Offline; median of {} runs. CPU: both processes \
-         together (the LoadGen node's from its exit, the node's from /proc across the run; \
-         iperf3's client from its own report, its server from its exit).\n",
-        cli.repeat
-    )?;
-    out.push_str(&bytes_table(&kernel, &measured)?);
-    if measured.iter().any(|(s, _, _)| *s == Samples::Small) {
-        out.push('\n');
-        out.push_str(&small_table(&measured)?);
-    }
-    Ok(out)
+    Ok(Link {
+        mtu,
+        kernel,
+        measured,
+    })
 }
 
 /// The Offline settings of a run of `samples`.
@@ -521,67 +559,78 @@ fn measure(
     Ok(median_of(&runs))
 }
 
-/// The table of bytes per CPU-second: iperf3, then every run of samples
-/// with bytes enough to count.
-fn bytes_table(kernel: &Moved, measured: &[(Samples, Transport, Moved)]) -> Result<String> {
+/// The table of bytes per CPU-second: per MTU, iperf3, then every run of
+/// samples with bytes enough to count against it.
+fn bytes_table(links: &[Link]) -> Result<String> {
     let mut out = String::new();
     writeln!(
         out,
-        "| | samples | throughput (Gbit/s) | GB per CPU-second (both ends) | vs iperf3 | QUIC datagrams | LoadGen peak RSS / loaded set (GB) |"
+        "| | MTU | samples | throughput (Gbit/s) | GB per CPU-second (both ends) | vs iperf3 | QUIC datagrams | LoadGen peak RSS / loaded set (GB) |"
     )?;
-    writeln!(out, "|---|---|---|---|---|---|---|")?;
-    writeln!(
-        out,
-        "| iperf3 (TCP, one stream) | - | {:.2} | {:.2} | 1 | - | - |",
-        kernel.gbit, kernel.gb_per_cpu_s
-    )?;
-    for (samples, transport, moved) in measured {
-        if *samples == Samples::Small {
-            continue;
-        }
+    writeln!(out, "|---|---|---|---|---|---|---|---|")?;
+    for Link {
+        mtu,
+        kernel,
+        measured,
+    } in links
+    {
         writeln!(
             out,
-            "| {} | {} | {:.2} | {:.3} | {:.2} | {} | {} |",
-            transport.label(),
-            samples.label(),
-            moved.gbit,
-            moved.gb_per_cpu_s,
-            moved.gb_per_cpu_s / kernel.gb_per_cpu_s,
-            Datagrams::describe(moved.datagrams),
-            Memory::describe(moved.memory)
+            "| iperf3 (TCP, one stream) | {mtu} | - | {:.2} | {:.2} | 1 | - | - |",
+            kernel.gbit, kernel.gb_per_cpu_s
         )?;
+        for (samples, transport, moved) in measured {
+            if *samples == Samples::Small {
+                continue;
+            }
+            writeln!(
+                out,
+                "| {} | {mtu} | {} | {:.2} | {:.3} | {:.2} | {} | {} |",
+                transport.label(),
+                samples.label(),
+                moved.gbit,
+                moved.gb_per_cpu_s,
+                moved.gb_per_cpu_s / kernel.gb_per_cpu_s,
+                Datagrams::describe(moved.datagrams),
+                Memory::describe(moved.memory)
+            )?;
+        }
     }
     Ok(out)
 }
 
 /// The table of small queries: what a sample costs apart from its bytes,
-/// each transport against gRPC in plain text.
-fn small_table(measured: &[(Samples, Transport, Moved)]) -> Result<String> {
-    let small: Vec<_> = measured
-        .iter()
-        .filter(|(s, _, _)| *s == Samples::Small)
-        .collect();
-    let grpc = small
-        .iter()
-        .find(|(_, t, _)| *t == Transport::Grpc)
-        .map(|(_, _, m)| m.cpu_us_per_sample);
+/// each transport against gRPC in plain text over the same link.
+fn small_table(links: &[Link]) -> Result<String> {
     let mut out = String::new();
     writeln!(
         out,
-        "| 4-byte samples, Offline | samples/s | CPU-µs per sample (both ends) | vs gRPC (plain) |"
+        "| 4-byte samples, Offline | MTU | samples/s | CPU-µs per sample (both ends) | vs gRPC (plain) |"
     )?;
-    writeln!(out, "|---|---|---|---|")?;
-    for (_, transport, moved) in small {
-        let ratio = grpc.map_or("-".to_string(), |g| {
-            format!("{:.2}", moved.cpu_us_per_sample / g)
-        });
-        writeln!(
-            out,
-            "| {} | {:.0} | {:.2} | {ratio} |",
-            transport.label(),
-            moved.samples_per_s,
-            moved.cpu_us_per_sample
-        )?;
+    writeln!(out, "|---|---|---|---|---|")?;
+    for link in links {
+        let small: Vec<_> = link
+            .measured
+            .iter()
+            .filter(|(s, _, _)| *s == Samples::Small)
+            .collect();
+        let grpc = small
+            .iter()
+            .find(|(_, t, _)| *t == Transport::Grpc)
+            .map(|(_, _, m)| m.cpu_us_per_sample);
+        for (_, transport, moved) in small {
+            let ratio = grpc.map_or("-".to_string(), |g| {
+                format!("{:.2}", moved.cpu_us_per_sample / g)
+            });
+            writeln!(
+                out,
+                "| {} | {} | {:.0} | {:.2} | {ratio} |",
+                transport.label(),
+                link.mtu,
+                moved.samples_per_s,
+                moved.cpu_us_per_sample
+            )?;
+        }
     }
     Ok(out)
 }
@@ -595,6 +644,7 @@ fn main() -> ExitCode {
         cli.resnet_qps = 1000;
         cli.small_qps = 20_000;
         cli.samples = vec![Samples::Resnet50, Samples::Small];
+        cli.mtus = vec![1500];
     }
     finish_benchmark("bytes-per-cpu", bench(&cli))
 }
