@@ -190,7 +190,7 @@ fn quic_server(addr: SocketAddr, dir: &Path) -> Result<quinn::Endpoint> {
     let tls = sut_node::tls::dev_certificates(dir, false)?.rustls_server(ALPN)?;
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    config.transport_config(netdiv_proto::transport::quic_server_config(16));
+    config.transport_config(netdiv_proto::transport::quic_server_config(16, None));
     Ok(netdiv_proto::transport::quic_endpoint(addr, Some(config))?)
 }
 
@@ -259,7 +259,7 @@ async fn quic_client(addr: SocketAddr, dir: &Path) -> Result<quinn::Connection> 
     let mut config = quinn::ClientConfig::new(Arc::new(
         quinn::crypto::rustls::QuicClientConfig::try_from(crypto)?,
     ));
-    config.transport_config(netdiv_proto::transport::quic_config(true));
+    config.transport_config(netdiv_proto::transport::quic_client_config(addr));
     let mut endpoint = netdiv_proto::transport::quic_endpoint("127.0.0.1:0".parse()?, None)?;
     endpoint.set_default_client_config(config);
     endpoint

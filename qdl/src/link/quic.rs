@@ -186,7 +186,7 @@ impl QuicLink {
         let mut config = quinn::ClientConfig::new(Arc::new(
             quinn::crypto::rustls::QuicClientConfig::try_from(crypto)?,
         ));
-        config.transport_config(netdiv_proto::transport::quic_config(true));
+        config.transport_config(netdiv_proto::transport::quic_client_config(addr));
         let local: SocketAddr = if addr.is_ipv6() {
             (Ipv6Addr::UNSPECIFIED, 0).into()
         } else {
@@ -329,6 +329,9 @@ impl QuicLink {
             datagrams_received = stats.udp_rx.datagrams,
             receive_calls = stats.udp_rx.ios,
             lost_packets = stats.path.lost_packets,
+            mtu_probes_sent = stats.path.sent_plpmtud_probes,
+            mtu_probes_lost = stats.path.lost_plpmtud_probes,
+            black_holes = stats.path.black_holes_detected,
             "QUIC link closed"
         );
         self.conn.close(0u32.into(), b"done");

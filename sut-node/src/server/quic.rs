@@ -62,12 +62,16 @@ pub fn start(
     let limits = node.settings().limits;
     server_config.transport_config(netdiv_proto::transport::quic_server_config(
         limits.max_streams_per_connection,
+        None,
     ));
     let endpoint = quic_endpoint(preferred, Some(server_config.clone()))
-        .or_else(|_| quic_endpoint(listen, Some(server_config)))
+        .or_else(|_| quic_endpoint(listen, Some(server_config.clone())))
         .with_context(|| format!("cannot listen on udp {listen}"))?;
     let addr = endpoint.local_addr()?;
-    Ok((addr, tokio::spawn(serve(endpoint, node, closing))))
+    Ok((
+        addr,
+        tokio::spawn(serve(endpoint, server_config, node, closing)),
+    ))
 }
 
 /// Counts streams still being answered; dropping it marks one done.
@@ -118,11 +122,17 @@ impl PolicyResponse for Served {
     }
 }
 
-/// Accepts connections until `closing` flips, then closes once every
+/// Accepts connections on `endpoint`, each with `server_config` and a
+/// transport of its own, until `closing` flips, then closes once every
 /// stream's answers have been delivered (or the grace time is over):
 /// closing at once would discard completions still in flight, and the
 /// client would send those samples again elsewhere.
-async fn serve(endpoint: quinn::Endpoint, node: Arc<Node>, mut closing: watch::Receiver<bool>) {
+async fn serve(
+    endpoint: quinn::Endpoint,
+    server_config: quinn::ServerConfig,
+    node: Arc<Node>,
+    mut closing: watch::Receiver<bool>,
+) {
     let open_streams = Arc::new(watch::channel(0usize).0);
     let limit = ConnectionLimit::new(
         node.settings().limits.max_connections,
@@ -149,10 +159,24 @@ async fn serve(endpoint: quinn::Endpoint, node: Arc<Node>, mut closing: watch::R
                 let node = node.clone();
                 let open_streams = open_streams.clone();
                 let streams = streams.clone();
+                // Each connection's MTU discovery bounded by the route
+                // toward its client.
+                let remote = incoming.remote_address();
+                let mut config = server_config.clone();
+                config.transport_config(netdiv_proto::transport::quic_server_config(
+                    node.settings().limits.max_streams_per_connection,
+                    Some(remote),
+                ));
+                let connecting = match incoming.accept_with(Arc::new(config)) {
+                    Ok(connecting) => connecting,
+                    Err(e) => {
+                        tracing::warn!(node = %node.settings().name, %remote, "QUIC connection refused: {e}");
+                        continue;
+                    }
+                };
                 tokio::spawn(async move {
                     let _slot = slot;
-                    let remote = incoming.remote_address();
-                    match incoming.await {
+                    match connecting.await {
                         Ok(conn) => serve_connection(conn, &node, open_streams, streams).await,
                         Err(e) => tracing::warn!(node = %node.settings().name, %remote, "QUIC handshake failed: {e}"),
                     }
