@@ -161,7 +161,7 @@ pub fn quic_server_config(
 /// to its upper bound and needs three lost probes to step down; over a
 /// standard 1500-byte link, from 6500 it never got past four steps in a
 /// whole run and carried every byte in 1200-byte datagrams, a fifth more
-/// packets (each a seal, an open and a header) than the 1452 it reaches
+/// packets (each a seal, an open and a header) than the 1472 it reaches
 /// when bounded by the link.
 pub fn quic_mtu_upper_bound_toward(peer: SocketAddr) -> u16 {
     // IP and UDP headers: 20 + 8 bytes over IPv4, 40 + 8 over IPv6.
@@ -340,10 +340,10 @@ mod tests {
         );
     }
 
-    /// MTU discovery is bounded by the route: loopback's 64 KiB MTU (read
-    /// as the kernel says it) leaves
-    /// the fixed bound, and an address no route leads to leaves it too.
-    /// (A 1500-byte link gives 1472: `wire.rs::bytes_per_cpu_smoke_fills_its_table`.)
+    /// MTU discovery is bounded by the route: loopback's 64 KiB MTU leaves
+    /// the fixed bound, and an address no route leads to stays within the
+    /// bounds. (A 1500-byte link gives 1472:
+    /// `wire.rs::bytes_per_cpu_smoke_fills_its_table`.)
     #[test]
     fn the_mtu_bound_follows_the_route() {
         let loopback: SocketAddr = "127.0.0.1:9".parse().unwrap();

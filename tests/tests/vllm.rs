@@ -59,8 +59,12 @@ const NO_PREFIX_CACHE: &str = "--no-enable-prefix-caching";
 /// A node as `deploy/llm/engines/vllm.toml` ships, in front of `engine`
 /// (`--engine-url`: the only change), with metrics for the fault test.
 fn shipped_node(name: &str, engine: &VllmServer) -> Result<NodeProcess> {
-    let config = workspace_root().join("deploy/llm/engines/vllm.toml");
-    node_with_config(name, engine, &config)
+    node_with_config(name, engine, &shipped_config())
+}
+
+/// `deploy/llm/engines/vllm.toml`.
+fn shipped_config() -> std::path::PathBuf {
+    workspace_root().join("deploy/llm/engines/vllm.toml")
 }
 
 /// A node as [`shipped_node`], its config the shipped one with
@@ -71,7 +75,7 @@ fn shipped_node_capped(
     dir: &Path,
     max_tokens: usize,
 ) -> Result<NodeProcess> {
-    let shipped = std::fs::read_to_string(workspace_root().join("deploy/llm/engines/vllm.toml"))?;
+    let shipped = std::fs::read_to_string(shipped_config())?;
     ensure!(
         shipped.contains("\n[openai]\n") && !shipped.contains("max_tokens"),
         "deploy/llm/engines/vllm.toml: no [openai] section, or it sets max_tokens already"

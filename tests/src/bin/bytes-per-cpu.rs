@@ -1,8 +1,9 @@
 //! `bytes-per-cpu`: what each byte a sample carries costs in CPU, against
 //! what the kernel needs to move it. A sut-node in its own network
 //! namespace behind an unshaped veth pair, at Ethernet's standard MTU
-//! (1500) and at a jumbo one (9000), the synthetic backend at zero cost; Offline runs of ResNet-50-sized samples
-//! (150,528 B), unless `--quick` of 3D-UNet's real sizes (the KiTS19
+//! (1500) and at a jumbo one (9000), the synthetic backend at zero cost;
+//! Offline runs of ResNet-50-sized samples (150,528 B), unless `--quick`
+//! of 3D-UNet's real sizes (the KiTS19
 //! volumes, 132 MB on average), over gRPC in plain text, gRPC with TLS and
 //! QUIC (always TLS 1.3). For each it prints the sample bytes moved per
 //! second and per CPU-second of both processes together (the LoadGen
@@ -431,11 +432,32 @@ fn bench(cli: &Cli) -> Result<String> {
     let dir = test_dir("bytes-per-cpu")?;
     let certs = dir.join("certs");
     sut_node::tls::dev_certificates(&certs, false)?;
+    // Each kind of samples: its node config and user.conf, written once
+    // for every link.
+    let mut cases = Vec::new();
+    for &samples in &cli.samples {
+        let benchmark = samples.benchmark();
+        let node_conf = write_file(
+            &dir,
+            &format!("{benchmark}.toml"),
+            &node_toml(&zero_cost_node(benchmark))?,
+        )?;
+        let conf = write_file(
+            &dir,
+            &format!("{benchmark}.conf"),
+            &user_conf(cli, samples).to_string(),
+        )?;
+        cases.push(Case {
+            samples,
+            node_conf,
+            conf,
+        });
+    }
     let ns = Netns::create()?;
     let mut links = Vec::new();
     for &mtu in &cli.mtus {
         ns.set_mtu(mtu)?;
-        links.push(measure_link(cli, &ns, &iperf3, &dir, &certs, mtu)?);
+        links.push(measure_link(cli, &ns, &iperf3, &cases, &certs, mtu)?);
     }
     let mut out = String::new();
     writeln!(out, "{}", machine_description())?;
@@ -468,12 +490,19 @@ struct Link {
     measured: Vec<(Samples, Transport, Moved)>,
 }
 
+/// One kind of samples and the files its runs read.
+struct Case {
+    samples: Samples,
+    node_conf: PathBuf,
+    conf: PathBuf,
+}
+
 /// iperf3 and every case of samples and transport over the link at `mtu`.
 fn measure_link(
     cli: &Cli,
     ns: &Netns,
     iperf3: &Path,
-    dir: &Path,
+    cases: &[Case],
     certs: &Path,
     mtu: u32,
 ) -> Result<Link> {
@@ -484,21 +513,10 @@ fn measure_link(
             .collect::<Result<Vec<_>>>()?,
     );
     let mut measured = Vec::new();
-    for &samples in &cli.samples {
-        let benchmark = samples.benchmark();
-        let node_conf = write_file(
-            dir,
-            &format!("{benchmark}.toml"),
-            &node_toml(&zero_cost_node(benchmark))?,
-        )?;
-        let conf = write_file(
-            dir,
-            &format!("{benchmark}.conf"),
-            &user_conf(cli, samples).to_string(),
-        )?;
+    for case in cases {
         for &transport in &cli.transports {
-            let moved = measure(cli, ns, certs, samples, transport, &node_conf, &conf)?;
-            measured.push((samples, transport, moved));
+            let moved = measure(cli, ns, certs, case, transport)?;
+            measured.push((case.samples, transport, moved));
         }
     }
     Ok(Link {
@@ -526,19 +544,17 @@ fn measure(
     cli: &Cli,
     ns: &Netns,
     certs: &Path,
-    samples: Samples,
+    case: &Case,
     transport: Transport,
-    node_conf: &Path,
-    conf: &Path,
 ) -> Result<Moved> {
-    let benchmark = samples.benchmark();
+    let benchmark = case.samples.benchmark();
     let node_transport = if transport == Transport::Quic {
         "quic"
     } else {
         "grpc"
     };
     let tls = (transport != Transport::Grpc).then_some(certs);
-    let node_conf = node_conf.to_str().context("utf-8 path")?;
+    let node_conf = case.node_conf.to_str().context("utf-8 path")?;
     let node = ns.start_node_tls(
         "bytes-per-cpu",
         tls,
@@ -553,7 +569,7 @@ fn measure(
         );
         let run_dir = test_dir(&format!("bytes-per-cpu-{benchmark}-{transport:?}"))?;
         runs.push(netdiv_run(
-            &run_dir, benchmark, conf, transport, &node, certs,
+            &run_dir, benchmark, &case.conf, transport, &node, certs,
         )?);
     }
     Ok(median_of(&runs))
