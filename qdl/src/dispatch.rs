@@ -123,6 +123,61 @@ impl std::fmt::Display for DispatchPolicy {
     }
 }
 
+/// The nodes that may take the next piece. The pool keeps it up to date
+/// one node at a time, as that node's load or health changes, so a pick
+/// costs the same with 2 nodes as with 1,024; rebuilding it for every
+/// piece cost the LoadGen node more than half an Offline run's rate at
+/// 1,024 nodes (docs/benchmarks.md, "A fleet behind one LoadGen node").
+#[derive(Clone, Debug, Default)]
+pub(crate) struct OpenNodes {
+    /// Whether each node is in the set.
+    member: Vec<bool>,
+    /// The members, in no particular order.
+    list: Vec<usize>,
+    /// Each member's place in `list`.
+    place: Vec<usize>,
+}
+
+impl OpenNodes {
+    /// An empty set over `nodes` nodes.
+    pub(crate) fn new(nodes: usize) -> Self {
+        Self {
+            member: vec![false; nodes],
+            list: Vec::with_capacity(nodes),
+            place: vec![0; nodes],
+        }
+    }
+
+    /// Puts `node` in the set or takes it out.
+    pub(crate) fn set(&mut self, node: usize, open: bool) {
+        if self.member[node] == open {
+            return;
+        }
+        self.member[node] = open;
+        if open {
+            self.place[node] = self.list.len();
+            self.list.push(node);
+        } else {
+            let at = self.place[node];
+            self.list.swap_remove(at);
+            if let Some(&moved) = self.list.get(at) {
+                self.place[moved] = at;
+            }
+        }
+    }
+
+    /// How many nodes are in the set.
+    pub(crate) fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// The members in node order (for the policies whose ties go round
+    /// the nodes in order).
+    pub(crate) fn in_order(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.member.len()).filter(|&i| self.member[i])
+    }
+}
+
 /// The state a policy needs between decisions.
 #[derive(Debug)]
 pub(crate) struct Dispatcher {
@@ -254,6 +309,13 @@ impl Dispatcher {
         &self.shares
     }
 
+    /// Whether a node's window share moves with what any node answers
+    /// (the token-aware policy before windows are capacities); else every
+    /// share stays 1.
+    pub(crate) fn shares_follow_rates(&self) -> bool {
+        self.policy == DispatchPolicy::Tokens && !self.capacity_windows
+    }
+
     /// Brings the window shares and the picks' speeds up to date after a
     /// node's rates changed.
     fn refresh(&mut self) {
@@ -357,30 +419,30 @@ impl Dispatcher {
     pub(crate) fn pick(
         &mut self,
         loads: &[NodeLoad],
-        open: &[bool],
+        open: &OpenNodes,
         piece: NodeLoad,
     ) -> Option<usize> {
-        let candidates: Vec<usize> = (0..open.len()).filter(|&i| open[i]).collect();
-        if candidates.is_empty() {
+        if open.len() == 0 {
             return None;
         }
         match self.policy {
             DispatchPolicy::RoundRobin => {
-                let pick = candidates[self.next % candidates.len()];
+                let turn = self.next % open.len();
                 self.next = self.next.wrapping_add(1);
-                Some(pick)
+                open.in_order().nth(turn)
             }
             DispatchPolicy::LeastOutstanding => {
                 // Two distinct candidates, so with two nodes both are
-                // always compared.
-                let n = candidates.len();
+                // always compared; drawn from the set's list, so the
+                // pick reads two nodes however many there are.
+                let n = open.len();
                 let first = self.random_below(n);
                 let second = if n > 1 {
                     (first + 1 + self.random_below(n - 1)) % n
                 } else {
                     first
                 };
-                let (a, b) = (candidates[first], candidates[second]);
+                let (a, b) = (open.list[first], open.list[second]);
                 Some(if loads[b].samples < loads[a].samples {
                     b
                 } else {
@@ -388,6 +450,9 @@ impl Dispatcher {
                 })
             }
             DispatchPolicy::Tokens => {
+                // Every node is weighed: token models send a sample at a
+                // time to nodes that hold it for seconds.
+                let candidates: Vec<usize> = open.in_order().collect();
                 let fleet_ran = self.seen_running.iter().copied().max().unwrap_or(0);
                 for &i in &candidates {
                     let seen = &mut self.seen_running[i];
@@ -476,10 +541,37 @@ mod tests {
         }
     }
 
+    /// The set of the nodes whose flag is set.
+    fn open(flags: &[bool]) -> OpenNodes {
+        let mut open = OpenNodes::new(flags.len());
+        for (node, &flag) in flags.iter().enumerate() {
+            open.set(node, flag);
+        }
+        open
+    }
+
     fn samples(n: u64) -> NodeLoad {
         NodeLoad {
             samples: n,
             ..NodeLoad::default()
+        }
+    }
+
+    #[test]
+    fn open_nodes_track_members_through_any_order_of_changes() {
+        let mut set = OpenNodes::new(5);
+        let mut flags = [false; 5];
+        let mut x = 7u64;
+        for _ in 0..200 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            let (node, on) = ((x >> 33) as usize % 5, (x >> 40).is_multiple_of(2));
+            set.set(node, on);
+            flags[node] = on;
+            let mut members = set.list.clone();
+            members.sort_unstable();
+            let expected: Vec<usize> = (0..5).filter(|&i| flags[i]).collect();
+            assert_eq!(members, expected);
+            assert_eq!(set.in_order().collect::<Vec<_>>(), expected);
         }
     }
 
@@ -489,11 +581,11 @@ mod tests {
         let healthy = [true, false, true];
         let idle = [NodeLoad::default(); 3];
         let picks: Vec<usize> = (0..4)
-            .map(|_| d.pick(&idle, &healthy, NodeLoad::default()).unwrap())
+            .map(|_| d.pick(&idle, &open(&healthy), NodeLoad::default()).unwrap())
             .collect();
         assert_eq!(picks, [0, 2, 0, 2]);
         assert_eq!(
-            d.pick(&idle, &[false, false, false], NodeLoad::default()),
+            d.pick(&idle, &open(&[false, false, false]), NodeLoad::default()),
             None
         );
     }
@@ -504,13 +596,13 @@ mod tests {
         let outstanding = [100, 0, 100].map(samples);
         let piece = samples(1);
         let to_idle = (0..1000)
-            .filter(|_| d.pick(&outstanding, &[true; 3], piece) == Some(1))
+            .filter(|_| d.pick(&outstanding, &open(&[true; 3]), piece) == Some(1))
             .count();
         // Chosen whenever it is one of the two distinct candidates: 2 in 3.
         assert!((600..730).contains(&to_idle), "{to_idle}");
         // With two nodes the less loaded one always wins.
         let two = [5, 3].map(samples);
-        assert!((0..100).all(|_| d.pick(&two, &[true, true], piece) == Some(1)));
+        assert!((0..100).all(|_| d.pick(&two, &open(&[true, true]), piece) == Some(1)));
     }
 
     #[test]
@@ -563,7 +655,7 @@ mod tests {
                         ..NodeLoad::default()
                     })
                     .collect();
-                let open: Vec<bool> = (0..n)
+                let room: Vec<bool> = (0..n)
                     .map(|i| (queues[i].len() as f64) < (WINDOW * shares[i]).ceil().max(1.0))
                     .collect();
                 let piece = NodeLoad {
@@ -571,7 +663,7 @@ mod tests {
                     bytes: prompts[next] * 4,
                     ..NodeLoad::default()
                 };
-                let Some(node) = d.pick(&loads, &open, piece) else {
+                let Some(node) = d.pick(&loads, &open(&room), piece) else {
                     break;
                 };
                 queues[node].push_back((piece, piece.work(), t));
@@ -669,11 +761,11 @@ mod tests {
             bytes: 400,
             ..NodeLoad::default()
         };
-        assert!((0..20).all(|_| d.pick(&loads, &[true, true], piece) == Some(1)));
+        assert!((0..20).all(|_| d.pick(&loads, &open(&[true, true]), piece) == Some(1)));
         // A count-based policy sees two alike nodes.
         let mut count = Dispatcher::new(DispatchPolicy::LeastOutstanding, 2, 1);
         let picks: Vec<_> = (0..20)
-            .map(|_| count.pick(&loads, &[true, true], piece))
+            .map(|_| count.pick(&loads, &open(&[true, true]), piece))
             .collect();
         assert!(picks.contains(&Some(0)));
     }
@@ -709,7 +801,7 @@ mod tests {
                     bytes: prompts[next] * 4,
                     ..NodeLoad::default()
                 };
-                let node = d.pick(&loads, &vec![true; n], piece).unwrap();
+                let node = d.pick(&loads, &open(&vec![true; n]), piece).unwrap();
                 running[node].push((piece, piece.work(), t));
                 busy_since[node].get_or_insert(t);
                 got[node] += 1;
@@ -773,14 +865,14 @@ mod tests {
         // Node 0 has been seen running 32 at once, the most of the fleet,
         // just now: one more is tried there, the faster node.
         let loads = [running(32), running(10)];
-        assert_eq!(d.pick(&loads, &[true, true], answer), Some(0));
+        assert_eq!(d.pick(&loads, &open(&[true, true]), answer), Some(0));
         // Holding that one more, not yet started, it would queue.
         let trying = NodeLoad {
             samples: 33,
             ..running(32)
         };
         assert_eq!(
-            d.pick(&[trying, running(10)], &[true, true], answer),
+            d.pick(&[trying, running(10)], &open(&[true, true]), answer),
             Some(1)
         );
         // Once 32 has stood for a while it is what a node runs: the piece
@@ -789,14 +881,14 @@ mod tests {
         for _ in 0..RUNS_SETTLE_FIRST_TOKENS {
             d.observe_first_token(1, first_token(0.03, 100.0));
         }
-        assert!((0..10).all(|_| d.pick(&loads, &[true, true], answer) == Some(1)));
+        assert!((0..10).all(|_| d.pick(&loads, &open(&[true, true]), answer) == Some(1)));
         // Once both would queue, the sooner done.
         let loads = [running(32), running(32)];
-        assert_eq!(d.pick(&loads, &[true, true], answer), Some(0));
+        assert_eq!(d.pick(&loads, &open(&[true, true]), answer), Some(0));
         // A node seen running more unsettles the count: one more is tried
         // again.
         let loads = [running(32), running(34)];
-        assert_eq!(d.pick(&loads, &[true, true], answer), Some(0));
+        assert_eq!(d.pick(&loads, &open(&[true, true]), answer), Some(0));
     }
 
     #[test]
@@ -819,7 +911,7 @@ mod tests {
             ..NodeLoad::default()
         };
         // Each seen running 8, for longer than it takes to count.
-        d.pick(&[running(8); 3], &[true; 3], prompt);
+        d.pick(&[running(8); 3], &open(&[true; 3]), prompt);
         for k in 0..RUNS_SETTLE_FIRST_TOKENS as u32 {
             let tokens = f64::from(100 + (k % 8) * 100);
             for (node, fixed) in [(0, 0.0015), (1, 0.0017), (2, 0.0035)] {
@@ -828,7 +920,7 @@ mod tests {
         }
         // Every node has room: node 0, though it holds the most.
         let loads = [running(7), running(3), running(0)];
-        assert!((0..10).all(|_| d.pick(&loads, &[true; 3], prompt) == Some(0)));
+        assert!((0..10).all(|_| d.pick(&loads, &open(&[true; 3]), prompt) == Some(0)));
         // Node 0 has a long prompt not yet started: its first token would
         // come after that prefill, so node 1.
         let waiting = NodeLoad {
@@ -837,15 +929,15 @@ mod tests {
             ..running(7)
         };
         let loads = [waiting, running(3), running(0)];
-        assert_eq!(d.pick(&loads, &[true; 3], prompt), Some(1));
+        assert_eq!(d.pick(&loads, &open(&[true; 3]), prompt), Some(1));
         // Nodes 0 and 1 full: node 2, slow to a first token as it is.
         let loads = [running(8), running(8), running(0)];
-        assert_eq!(d.pick(&loads, &[true; 3], prompt), Some(2));
+        assert_eq!(d.pick(&loads, &open(&[true; 3]), prompt), Some(2));
         // Node 0 came back: its first-token time is unknown and counts at
         // the mean of the others', so node 1 is sooner.
         d.forget(0);
         let loads = [running(0), running(0), running(0)];
-        assert_eq!(d.pick(&loads, &[true; 3], prompt), Some(1));
+        assert_eq!(d.pick(&loads, &open(&[true; 3]), prompt), Some(1));
     }
 
     fn first_token(secs: f64, prompt_tokens: f64) -> FirstToken {
@@ -882,14 +974,14 @@ mod tests {
             bytes: 0,
             started: 8,
         };
-        d.pick(&[running; 2], &[true, true], short);
+        d.pick(&[running; 2], &open(&[true, true]), short);
         // 400 tokens ahead on node 0 delay a 10-token piece by 4 ms, not
         // by forty times its own prefill: node 0 still.
         let loads = [holding(400), holding(0)];
-        assert!((0..10).all(|_| d.pick(&loads, &[true, true], short) == Some(0)));
+        assert!((0..10).all(|_| d.pick(&loads, &open(&[true, true]), short) == Some(0)));
         // 2,000 tokens ahead (20 ms) make node 1 the sooner.
         let loads = [holding(2000), holding(0)];
-        assert_eq!(d.pick(&loads, &[true, true], short), Some(1));
+        assert_eq!(d.pick(&loads, &open(&[true, true]), short), Some(1));
         // Node 1 idle for a while answers after its prefill alone; that
         // does not make it look as quick once it runs sequences.
         for _ in 0..100 {
@@ -902,7 +994,7 @@ mod tests {
             );
         }
         let loads = [holding(400), holding(0)];
-        assert_eq!(d.pick(&loads, &[true, true], short), Some(0));
+        assert_eq!(d.pick(&loads, &open(&[true, true]), short), Some(0));
     }
 
     #[test]
@@ -924,9 +1016,9 @@ mod tests {
         assert_eq!(shares[2], WARMUP_SHARE);
         // Equal loads: the fast node first; a closed node never.
         let idle = [NodeLoad::default(); 3];
-        assert_eq!(d.pick(&idle, &[true, true, true], done), Some(0));
-        assert_eq!(d.pick(&idle, &[false, true, false], done), Some(1));
-        assert_eq!(d.pick(&idle, &[false; 3], done), None);
+        assert_eq!(d.pick(&idle, &open(&[true, true, true]), done), Some(0));
+        assert_eq!(d.pick(&idle, &open(&[false, true, false]), done), Some(1));
+        assert_eq!(d.pick(&idle, &open(&[false; 3]), done), None);
         // Node 1 came back: it is measured afresh, not held to its past,
         // and picked as if at the mean rate of the others.
         d.forget(1);
@@ -951,7 +1043,7 @@ mod tests {
         // Node 0 at 100k tokens/s; nodes 1 and 2, unmeasured, at the mean
         // of the measured (100k too): node 1, holding least, is soonest
         // done.
-        assert_eq!(d.pick(&loads, &[true; 3], samples(1)), Some(1));
+        assert_eq!(d.pick(&loads, &open(&[true; 3]), samples(1)), Some(1));
         // A node that slows down is seen: its old rate fades within
         // seconds, and the node now fastest has the whole window.
         d.observe(1, done, held(0.04)); // 25k tokens/s

@@ -19,7 +19,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Instant;
 
-use crate::dispatch::{DispatchPolicy, Dispatcher, FirstToken, Held, NodeLoad};
+use crate::dispatch::{DispatchPolicy, Dispatcher, FirstToken, Held, NodeLoad, OpenNodes};
 
 /// One sample to run: the LoadGen's response id and where its bytes are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -200,9 +200,14 @@ pub(crate) struct Pool<T> {
     /// The last query larger than every node's window together (an
     /// Offline query): its end is shared by [`Dispatcher::leaves_for_faster`].
     bulk_query: Option<u64>,
-    /// Scratch for `pump`, kept to avoid allocating per decision.
+    /// The samples every node's window holds together.
+    fleet_window: u64,
+    /// Each node as the dispatcher weighs it: what it holds, whether it
+    /// takes more, whether it is healthy, its window. Brought up to date
+    /// one node at a time ([`Pool::refresh_node`]) as that node changes,
+    /// so sending a piece costs the same with 2 nodes or 1,024.
     loads: Vec<NodeLoad>,
-    open: Vec<bool>,
+    open: OpenNodes,
     healthy: Vec<bool>,
     capacities: Vec<u64>,
 }
@@ -226,7 +231,7 @@ impl<T: Clone> Pool<T> {
         window: Window,
         seed: u64,
     ) -> Self {
-        Self {
+        let mut pool = Self {
             nodes: (0..node_count)
                 .map(|_| NodeSlot {
                     failure: None,
@@ -250,10 +255,43 @@ impl<T: Clone> Pool<T> {
             first_tokens: HashSet::new(),
             late_first_tokens: 0,
             bulk_query: None,
+            fleet_window: window.samples.saturating_mul(node_count as u64),
             loads: vec![NodeLoad::default(); node_count],
-            open: vec![false; node_count],
+            open: OpenNodes::new(node_count),
             healthy: vec![false; node_count],
             capacities: vec![0; node_count],
+        };
+        pool.refresh_all();
+        pool
+    }
+
+    /// Brings `node`'s entry in the dispatcher's view up to date with its
+    /// slot, its window and its share of it.
+    fn refresh_node(&mut self, node: usize) {
+        let n = &self.nodes[node];
+        let share = self.dispatcher.window_shares()[node];
+        self.loads[node] = n.load();
+        self.healthy[node] = n.failure.is_none();
+        self.capacities[node] = self.windows[node].samples;
+        let room = self.windows[node]
+            .scaled(share)
+            .has_room(n.in_flight, n.in_flight_bytes);
+        self.open.set(node, self.healthy[node] && room);
+    }
+
+    fn refresh_all(&mut self) {
+        for node in 0..self.nodes.len() {
+            self.refresh_node(node);
+        }
+    }
+
+    /// After the dispatcher learned of `node`: its entry, or every entry
+    /// where shares follow rates.
+    fn refresh_after_observing(&mut self, node: usize) {
+        if self.dispatcher.shares_follow_rates() {
+            self.refresh_all();
+        } else {
+            self.refresh_node(node);
         }
     }
 
@@ -266,7 +304,9 @@ impl<T: Clone> Pool<T> {
         for (window, &n) in self.windows.iter_mut().zip(sequences) {
             window.samples = window.samples.min(n.max(1));
         }
+        self.fleet_window = self.windows.iter().map(|w| w.samples).sum();
         self.dispatcher.windows_are_capacity();
+        self.refresh_all();
     }
 
     /// Queues pieces and returns what can be sent now; an error once no
@@ -280,9 +320,8 @@ impl<T: Clone> Pool<T> {
             self.pending_samples += piece.samples.len() as u64;
             self.pending.push_back(piece);
         }
-        let fleet: u64 = self.windows.iter().map(|w| w.samples).sum();
         let added = self.pending_samples - before;
-        if let Some(last) = self.pending.back().filter(|_| added > fleet) {
+        if let Some(last) = self.pending.back().filter(|_| added > self.fleet_window) {
             self.bulk_query = Some(last.query_id);
         }
         self.pump_or_fail()
@@ -326,6 +365,7 @@ impl<T: Clone> Pool<T> {
             }
             slot.busy_since = (slot.in_flight > 0).then_some(now);
         }
+        self.refresh_after_observing(node);
         (tags, self.pump())
     }
 
@@ -337,7 +377,8 @@ impl<T: Clone> Pool<T> {
     pub(crate) fn first_token(&mut self, node: usize, ids: &[u64]) -> Vec<Option<T>> {
         let slot = &mut self.nodes[node];
         let now = Instant::now();
-        ids.iter()
+        let tags = ids
+            .iter()
             .map(|id| {
                 let tag = slot
                     .outstanding
@@ -363,7 +404,10 @@ impl<T: Clone> Pool<T> {
                 }
                 tag.map(|(tag, _, _)| tag)
             })
-            .collect()
+            .collect();
+        // Started samples no longer count as prompts to prefill.
+        self.refresh_node(node);
+        tags
     }
 
     /// `node` says it has generated `tokens_generated` tokens since it
@@ -408,6 +452,7 @@ impl<T: Clone> Pool<T> {
             }
         }
         self.dispatcher.forget(node);
+        self.refresh_after_observing(node);
         self.requeue_front(returned);
         self.pump_or_fail()
     }
@@ -425,6 +470,7 @@ impl<T: Clone> Pool<T> {
         }
         let returned = slot.take_all();
         self.dispatcher.forget(node);
+        self.refresh_after_observing(node);
         self.requeue_front(returned);
         self.pump_or_fail()
     }
@@ -438,6 +484,7 @@ impl<T: Clone> Pool<T> {
         slot.failure = None;
         let returned = slot.take_all();
         self.dispatcher.forget(node);
+        self.refresh_after_observing(node);
         self.requeue_front(returned);
         self.pump()
     }
@@ -451,6 +498,7 @@ impl<T: Clone> Pool<T> {
             tags.extend(slot.take_all().into_iter().map(|o| o.tag));
         }
         self.first_tokens.clear();
+        self.refresh_all();
         tags
     }
 
@@ -557,18 +605,9 @@ impl<T: Clone> Pool<T> {
     /// Sends queued pieces, in order, while some healthy node has room.
     fn pump(&mut self) -> Vec<SendTo<T>> {
         let mut sends = Vec::new();
+        // Nodes passed over for one piece, open again for the next.
+        let mut passed_over = Vec::new();
         while let Some(next) = self.pending.front() {
-            // Shares change only with answers, not while sending.
-            let shares = self.dispatcher.window_shares();
-            for (i, n) in self.nodes.iter().enumerate() {
-                self.loads[i] = n.load();
-                self.healthy[i] = n.failure.is_none();
-                self.capacities[i] = self.windows[i].samples;
-                self.open[i] = self.healthy[i]
-                    && self.windows[i]
-                        .scaled(shares[i])
-                        .has_room(n.in_flight, n.in_flight_bytes);
-            }
             let bulk = self.bulk_query == Some(next.query_id);
             let piece_load = NodeLoad {
                 samples: next.samples.len() as u64,
@@ -589,11 +628,15 @@ impl<T: Clone> Pool<T> {
                         self.pending_samples,
                     )
                 {
-                    self.open[node] = false;
+                    self.open.set(node, false);
+                    passed_over.push(node);
                     continue;
                 }
                 break Some(node);
             };
+            for passed in passed_over.drain(..) {
+                self.refresh_node(passed);
+            }
             let Some(node) = node else {
                 break; // Backpressure: wait for a completion to free room.
             };
@@ -625,6 +668,7 @@ impl<T: Clone> Pool<T> {
                     },
                 );
             }
+            self.refresh_node(node);
             sends.push(SendTo { node, piece });
         }
         sends
@@ -659,6 +703,25 @@ mod tests {
             },
             1,
         )
+    }
+
+    /// The dispatcher's view, kept one node at a time, is what a
+    /// recomputation from every node's slot gives.
+    fn assert_view_is_current(p: &Pool<u8>) {
+        let shares = p.dispatcher.window_shares();
+        let mut open = Vec::new();
+        for (i, n) in p.nodes.iter().enumerate() {
+            assert_eq!(p.loads[i], n.load(), "node {i}'s load");
+            assert_eq!(p.healthy[i], n.failure.is_none(), "node {i}'s health");
+            assert_eq!(p.capacities[i], p.windows[i].samples, "node {i}'s window");
+            let room = p.windows[i]
+                .scaled(shares[i])
+                .has_room(n.in_flight, n.in_flight_bytes);
+            if n.failure.is_none() && room {
+                open.push(i);
+            }
+        }
+        assert_eq!(p.open.in_order().collect::<Vec<_>>(), open, "open nodes");
     }
 
     fn ids(send: &SendTo<u8>) -> Vec<u64> {
@@ -945,10 +1008,19 @@ mod tests {
     }
 
     #[test]
-    fn the_token_aware_pool_answers_each_sample_once_through_failures_and_rejoins() {
+    fn the_pool_answers_each_sample_once_through_failures_and_rejoins_under_each_policy() {
+        for policy in [DispatchPolicy::Tokens, DispatchPolicy::LeastOutstanding] {
+            answers_each_sample_once_through_failures_and_rejoins(policy);
+        }
+    }
+
+    /// Three nodes, 200 samples, node 2 failing and rejoining now and then,
+    /// first tokens for some samples; after every step the dispatcher's
+    /// view is current.
+    fn answers_each_sample_once_through_failures_and_rejoins(policy: DispatchPolicy) {
         let mut p: Pool<u8> = Pool::new(
             3,
-            DispatchPolicy::Tokens,
+            policy,
             Window {
                 samples: 4,
                 bytes: u64::MAX,
@@ -974,6 +1046,7 @@ mod tests {
         take(p.submit(pieces).unwrap(), &mut held);
         let mut answered = std::collections::HashMap::new();
         for step in 0u64.. {
+            assert_view_is_current(&p);
             if p.in_flight() == 0 && p.queued() == 0 {
                 break;
             }
@@ -986,6 +1059,10 @@ mod tests {
                     held[2].clear();
                 }
                 29 if !p.is_healthy(2) => take(p.rejoin(2), &mut held),
+                // A first token for the oldest sample a node holds.
+                s if s.is_multiple_of(5) && !held[node].is_empty() => {
+                    p.first_token(node, &held[node][..1]);
+                }
                 _ => {
                     // Node 0 answers two at a time, the others one.
                     let n = if node == 0 { 2 } else { 1 }.min(held[node].len());
@@ -1000,7 +1077,10 @@ mod tests {
                 }
             }
         }
-        assert_eq!(answered.len(), 200, "every sample answered");
-        assert!(answered.values().all(|&n| n == 1), "none answered twice");
+        assert_eq!(answered.len(), 200, "{policy}: every sample answered");
+        assert!(
+            answered.values().all(|&n| n == 1),
+            "{policy}: none answered twice"
+        );
     }
 }
