@@ -420,6 +420,21 @@ pub(crate) struct RunArgs {
         help_heading = "In-process node (--sut local)"
     )]
     pub(crate) node_config: Option<PathBuf>,
+    /// How many nodes run in this process behind the QDL's local links:
+    /// sut-node cores with `--sut local` or `--sut synthetic` (each its own
+    /// backend, devices and batcher), or null nodes with `--sut null`
+    /// (each answers on the thread that sends to it: the QDL measured
+    /// alone). Named SUT-NAME-1 to SUT-NAME-N where more than one; a fleet
+    /// without the processes, so what the QDL spends per node is measured
+    /// apart from what the machine spends running them (1 to 4096)
+    /// [default: 1; `--sut null` without it answers directly].
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..=4096),
+        help_heading = "In-process node (--sut local)"
+    )]
+    pub(crate) local_nodes: Option<u32>,
 }
 
 /// What the samples are.

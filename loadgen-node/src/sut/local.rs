@@ -1,5 +1,5 @@
-//! `--sut synthetic` and `--sut local`: a sut-node core (its backend and
-//! batcher) in this process, behind the QDL's in-process link. The samples
+//! `--sut synthetic` and `--sut local`: sut-node cores (each a backend and
+//! batcher) in this process, behind the QDL's in-process links. The samples
 //! go through the same QDL as a node across the network (pieces, windows,
 //! answers, first tokens), without the socket: comparing the two measures
 //! the network tax and nothing else.
@@ -65,22 +65,22 @@ impl InProcessNode for NodeInProcess {
     }
 }
 
-/// The QDL over one in-process node, as a SUT; the node stops with it.
+/// The QDL over in-process nodes, as a SUT; the nodes stop with it.
 #[derive(Debug)]
 pub struct LocalSut {
     name: String,
     qdl: Option<QdlSut>,
-    node: Arc<Node>,
+    nodes: Vec<Arc<Node>>,
 }
 
 impl LocalSut {
-    /// `network` drives `node` over its local link; the SUT is named
-    /// `name` (it is not a Network SUT).
-    pub fn new(name: String, qdl: QdlSut, node: Arc<Node>) -> Self {
+    /// `qdl` drives `nodes` over its local links; the SUT is named `name`
+    /// (it is not a Network SUT).
+    pub fn new(name: String, qdl: QdlSut, nodes: Vec<Arc<Node>>) -> Self {
         Self {
             name,
             qdl: Some(qdl),
-            node,
+            nodes,
         }
     }
 
@@ -111,9 +111,13 @@ impl SystemUnderTest for LocalSut {
 impl Drop for LocalSut {
     fn drop(&mut self) {
         // The QDL first: it takes back what is outstanding and closes the
-        // path, then the node's devices stop.
+        // paths, then the nodes' devices stop.
         drop(self.qdl.take());
-        self.node.begin_shutdown();
-        self.node.stop_devices();
+        for node in &self.nodes {
+            node.begin_shutdown();
+        }
+        for node in &self.nodes {
+            node.stop_devices();
+        }
     }
 }

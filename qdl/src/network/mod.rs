@@ -433,6 +433,7 @@ impl NetworkSut {
     /// aggregated into "Network SUT [name, ...]"; duplicates are refused.
     pub fn name(&self) -> Result<String, QdlError> {
         let links = self.router.current_links();
+        let called = std::time::Instant::now();
         let answers =
             self.runtime()
                 .block_on(futures::future::join_all(links.iter().enumerate().map(
@@ -454,6 +455,15 @@ impl NetworkSut {
             })?;
             named.push((url.clone(), name));
         }
+        // What a fleet's size costs the LoadGen's one Name() call.
+        let wall_ms = called.elapsed().as_secs_f64() * 1e3;
+        tracing::info!(
+            event = "name_answered",
+            nodes = named.len(),
+            wall_ms,
+            "Name(): a round trip to {} node(s) in {wall_ms:.1} ms",
+            named.len()
+        );
         Ok(name::aggregate(&named)?)
     }
 

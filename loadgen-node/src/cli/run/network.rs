@@ -31,13 +31,16 @@ pub(crate) fn run(
     let config = plan.qdl_config(nodes, scenario)?;
     // With --expand-dns, one node per address.
     let nodes = config.nodes.clone();
+    let setting_up = std::time::Instant::now();
     let network = qdl::NetworkSut::connect(config, qsl.store.clone())?;
+    let setup = setting_up.elapsed();
     let rehearsal_reasons = if plan.submission_mode {
         separation(plan, &nodes, &network)?
     } else {
         Vec::new()
     };
     log_nodes(&network);
+    log_connected(network.node_urls().len(), setup);
     let counters = Arc::new(Counters::default());
     let sut = QdlSut::new(network, counters.clone());
     let metrics = match plan.outputs.metrics {
@@ -108,7 +111,7 @@ fn separation(plan: &RunPlan, nodes: &[NodeUrl], network: &qdl::NetworkSut) -> R
     Ok(found)
 }
 
-/// Each node's name, backend and host, and that every node answered.
+/// Each node's name, backend and host.
 fn log_nodes(network: &qdl::NetworkSut) {
     for (url, info) in network.node_urls().iter().zip(network.node_infos()) {
         tracing::info!(
@@ -123,10 +126,17 @@ fn log_nodes(network: &qdl::NetworkSut) {
             info.hostname
         );
     }
+}
+
+/// That all `nodes` answered, and how long connecting to them took
+/// (resolving, connecting, an Info from each, opening the query paths).
+pub(crate) fn log_connected(nodes: usize, setup: std::time::Duration) {
+    let setup_ms = setup.as_secs_f64() * 1e3;
     tracing::info!(
         event = "nodes_connected",
-        nodes = network.node_urls().len(),
-        "connected to every node"
+        nodes,
+        setup_ms,
+        "connected to every node ({nodes}) in {setup_ms:.1} ms"
     );
 }
 

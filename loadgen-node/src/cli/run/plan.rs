@@ -42,6 +42,8 @@ pub(crate) enum Target {
     Null {
         /// Tokens per answer for token models.
         output_tokens: Option<i64>,
+        /// `--local-nodes N`: N null nodes behind the QDL's local links.
+        nodes: Option<usize>,
     },
     /// `--sut synthetic` or `--sut local`: a sut-node core in this
     /// process, with this backend and batching.
@@ -52,6 +54,8 @@ pub(crate) enum Target {
         batching: BatchPolicy,
         /// Where it came from, for errors (`--node-config FILE`).
         origin: String,
+        /// How many such cores (`--local-nodes`).
+        nodes: usize,
     },
     /// `--sut-node URL...`: through the QDL.
     Network {
@@ -460,10 +464,12 @@ impl RunPlan {
         }
     }
 
-    /// A sut-node core with `backend` and `batching` in this process,
-    /// driven through the QDL's local link on the store's samples.
-    pub(crate) fn in_process_node(
+    /// `nodes` sut-node cores with `backend` and `batching` in this
+    /// process, driven through the QDL's local link on the store's
+    /// samples; one is named as the SUT, more are numbered after it.
+    pub(crate) fn in_process_nodes(
         &self,
+        nodes: usize,
         backend: &BackendConfig,
         batching: BatchPolicy,
         store: Arc<SampleStore>,
@@ -471,24 +477,75 @@ impl RunPlan {
         scenario: Scenario,
     ) -> Result<LocalSut> {
         use sut_node::node::{Node, NodeSettings};
-        let node = Node::from_config(
-            NodeSettings {
-                name: self.sut_name.clone(),
-                benchmark: *store.benchmark(),
-                response_codec: Codec::None,
-                max_sample_bytes: u64::MAX,
-                batching,
-                limits: sut_node::limits::Limits::defaults(store.benchmark()),
-            },
-            backend,
-        )?;
+        let mut cores = Vec::with_capacity(nodes);
+        for i in 1..=nodes {
+            let name = if nodes == 1 {
+                self.sut_name.clone()
+            } else {
+                format!("{}-{i}", self.sut_name)
+            };
+            let node = Node::from_config(
+                NodeSettings {
+                    name,
+                    benchmark: *store.benchmark(),
+                    response_codec: Codec::None,
+                    max_sample_bytes: u64::MAX,
+                    batching,
+                    limits: sut_node::limits::Limits::defaults(store.benchmark()),
+                },
+                backend,
+            )?;
+            cores.push(node);
+        }
+        let local: Vec<Arc<dyn qdl::InProcessNode>> = cores
+            .iter()
+            .map(|node| Arc::new(NodeInProcess::new(node.clone())) as Arc<dyn qdl::InProcessNode>)
+            .collect();
+        self.behind_local_links(local, cores, store, counters, scenario)
+    }
+
+    /// `nodes` null nodes behind the QDL's local links (`--sut null
+    /// --local-nodes N`): the LoadGen and the QDL measured without a node
+    /// thread to wake.
+    pub(crate) fn null_nodes(
+        &self,
+        nodes: usize,
+        output_tokens: Option<i64>,
+        store: Arc<SampleStore>,
+        counters: Arc<Counters>,
+        scenario: Scenario,
+    ) -> Result<LocalSut> {
+        use loadgen_node::sut::null::NullNode;
+        let local = (1..=nodes)
+            .map(|i| {
+                let name = if nodes == 1 {
+                    self.sut_name.clone()
+                } else {
+                    format!("{}-{i}", self.sut_name)
+                };
+                Arc::new(NullNode::new(name, *store.benchmark(), output_tokens))
+                    as Arc<dyn qdl::InProcessNode>
+            })
+            .collect();
+        self.behind_local_links(local, Vec::new(), store, counters, scenario)
+    }
+
+    /// The QDL over `local`, as a SUT named as the plan says; `cores`
+    /// stop with it.
+    fn behind_local_links(
+        &self,
+        local: Vec<Arc<dyn qdl::InProcessNode>>,
+        cores: Vec<Arc<sut_node::node::Node>>,
+        store: Arc<SampleStore>,
+        counters: Arc<Counters>,
+        scenario: Scenario,
+    ) -> Result<LocalSut> {
         let config = self.qdl_config(Vec::new(), scenario)?;
-        let local: Arc<dyn qdl::InProcessNode> = Arc::new(NodeInProcess::new(node.clone()));
-        let network = qdl::NetworkSut::in_process(vec![local], config, store)?;
+        let network = qdl::NetworkSut::in_process(local, config, store)?;
         Ok(LocalSut::new(
             self.sut_name.clone(),
             QdlSut::new(network, counters),
-            node,
+            cores,
         ))
     }
 }
@@ -509,11 +566,16 @@ fn target(args: &RunArgs) -> Result<Target> {
             dir.display()
         );
     }
+    if args.local_nodes.is_some() && args.sut.is_none() {
+        bail!("--local-nodes sets how many nodes run in this process behind the QDL: it needs --sut local, --sut synthetic or --sut null");
+    }
+    let local_nodes = args.local_nodes.unwrap_or(1) as usize;
     Ok(match args.sut {
         Some(SutKind::Null) => Target::Null {
             output_tokens: args.null_output_tokens,
+            nodes: args.local_nodes.map(|n| n as usize),
         },
-        Some(SutKind::Synthetic) => synthetic_target(args),
+        Some(SutKind::Synthetic) => synthetic_target(args, local_nodes),
         Some(SutKind::Local) => {
             let Some(path) = &args.node_config else {
                 bail!("--sut local needs --node-config FILE (a sut-node config file)");
@@ -523,6 +585,7 @@ fn target(args: &RunArgs) -> Result<Target> {
                 backend: Box::new(file.backend_config()),
                 batching: file.batching,
                 origin: format!("node config {}", path.display()),
+                nodes: local_nodes,
             }
         }
         None if args.network.sut_node.is_empty() => Target::Embedded {
@@ -537,7 +600,7 @@ fn target(args: &RunArgs) -> Result<Target> {
 /// `--sut synthetic`: the sut-node's synthetic backend with the
 /// `--synthetic-*` cost model (the LLM cost model with its defaults for a
 /// benchmark with token latencies).
-fn synthetic_target(args: &RunArgs) -> Target {
+fn synthetic_target(args: &RunArgs, nodes: usize) -> Target {
     use sut_node::backend::synthetic::SyntheticConfig;
     use sut_node::backend::BackendKind;
     let s = &args.synthetic;
@@ -561,6 +624,7 @@ fn synthetic_target(args: &RunArgs) -> Target {
         backend: Box::new(backend),
         batching,
         origin: "--sut synthetic".into(),
+        nodes,
     }
 }
 
@@ -749,5 +813,49 @@ mod tests {
             target_of(&["--sut", "null"]),
             Ok(Target::Null { .. })
         ));
+    }
+
+    #[test]
+    fn local_nodes_count_the_nodes_behind_the_local_links_and_need_an_in_process_sut() {
+        let nodes = |flags: &[&str]| match target_of(flags) {
+            Ok(Target::InProcess { nodes, .. }) => Ok(nodes),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => Err(format!("{e:#}")),
+        };
+        assert_eq!(nodes(&["--sut", "synthetic"]), Ok(1));
+        assert_eq!(
+            nodes(&["--sut", "synthetic", "--local-nodes", "1024"]),
+            Ok(1024)
+        );
+        // The null SUT answers directly unless nodes are asked for.
+        let null_nodes = |flags: &[&str]| match target_of(flags) {
+            Ok(Target::Null { nodes, .. }) => nodes,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(null_nodes(&["--sut", "null"]), None);
+        assert_eq!(
+            null_nodes(&["--sut", "null", "--local-nodes", "8"]),
+            Some(8)
+        );
+        for other in [
+            &["--sut-node", "grpc://127.0.0.1:1", "--local-nodes", "4"][..],
+            &["--local-nodes", "4"],
+        ] {
+            let err = nodes(other).unwrap_err();
+            assert!(
+                err.contains("--local-nodes")
+                    && err.contains("--sut local, --sut synthetic or --sut null"),
+                "{other:?}: {err}"
+            );
+        }
+        for out_of_range in ["0", "4097", "-1", "many"] {
+            let flag = format!("--local-nodes={out_of_range}");
+            let args = ["loadgen-node", "run", "--sut", "synthetic", &flag];
+            let err = Cli::try_parse_from(args).err().map(|e| e.to_string());
+            assert!(
+                err.as_deref().is_some_and(|e| e.contains("--local-nodes")),
+                "--local-nodes {out_of_range}: {err:?}"
+            );
+        }
     }
 }
