@@ -1,5 +1,5 @@
-//! Smoke runs of the wire-speed benchmarks, so they keep working between
-//! the full runs recorded in docs/benchmarks.md.
+//! Smoke runs of the wire-speed and fleet benchmarks, so they keep working
+//! between the full runs recorded in docs/benchmarks.md.
 
 use std::process::Command;
 
@@ -183,6 +183,45 @@ fn wire_bench_smoke_fills_its_table() -> Result<()> {
     for cell in &floor[2..4] {
         let p50: f64 = cell.split('/').next().unwrap_or("").trim().parse()?;
         ensure!(p50 > 0.0, "floor: {cell:?}\n{stdout}");
+    }
+    Ok(())
+}
+
+/// `fleet-bench --quick`: 2 and 16 nodes, null nodes and sut-node cores
+/// in-process (`--local-nodes`) and real sut-node processes, each with a
+/// row whose figures are
+/// numbers: Offline samples/s, set-up and Name() times, the LoadGen
+/// node's memory and CPU per sample, and every node of the fleet sent
+/// samples (the bench itself checks that Name() reached every node).
+#[test]
+fn fleet_bench_smoke_fills_its_table() -> Result<()> {
+    let stdout = quick_run(env!("CARGO_BIN_EXE_fleet-bench"))?;
+    for nodes in ["2", "16"] {
+        for kind in ["null nodes", "in-process", "processes"] {
+            let prefix = format!("| {nodes} | {kind} |");
+            let row = stdout
+                .lines()
+                .find(|l| l.starts_with(&prefix))
+                .ok_or_else(|| anyhow::anyhow!("no row {prefix:?} in:\n{stdout}"))?;
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            // Offline samples/s, its ratio, set-up, Name(), peak RSS, CPU.
+            for i in [3, 4, 7, 8, 9, 11] {
+                let value: f64 = cells[i].parse()?;
+                ensure!(value > 0.0, "{prefix} cell {i}: {:?}\n{stdout}", cells[i]);
+            }
+            ensure!(
+                cells[12] == nodes,
+                "{prefix}: samples went to {} of {nodes} nodes\n{stdout}",
+                cells[12]
+            );
+            // Whether a Server probe is VALID depends on the machine's
+            // load; that the search ran and has a verdict does not.
+            ensure!(
+                cells[5].parse::<u64>().is_ok() || cells[5].starts_with("none (INVALID at "),
+                "{prefix} Server: {:?}\n{stdout}",
+                cells[5]
+            );
+        }
     }
     Ok(())
 }
