@@ -414,7 +414,7 @@ fn report(cli: &Cli, rows: &[Row]) -> Result<String> {
         let used = row.offline.iter().map(|m| m.nodes_used).min().unwrap_or(0);
         writeln!(
             out,
-            "| {} | {} | {:.0} | {:.2} | {} | {} | {:.1} | {:.1} | {:.0} | {} | {:.2} | {} |",
+            "| {} | {} | {:.0} | {:.2} | {} | {} | {:.1} | {:.2} | {:.0} | {} | {:.2} | {} |",
             row.nodes,
             row.kind.label(),
             rate,
