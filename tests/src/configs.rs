@@ -42,6 +42,23 @@ pub fn zero_cost_node(benchmark: &str) -> FileConfig {
     }
 }
 
+/// `loadgen-node run` flags for the in-process counterpart of
+/// [`zero_cost_node`]: the synthetic backend, one device, no cost.
+pub fn zero_cost_in_process_flags() -> Vec<String> {
+    [
+        "--sut",
+        "synthetic",
+        "--synthetic-batch-cost-us",
+        "0",
+        "--synthetic-sample-cost-us",
+        "0",
+        "--synthetic-devices",
+        "1",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// A LoadGen `user.conf`: `key = value` lines, in the order keys were
 /// first set. Its [`Display`](fmt::Display) is the file's text.
 ///

@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
 use netdiv_tests::bench::{finish_benchmark, machine_description, median, QpsSearch};
-use netdiv_tests::configs::{zero_cost_node, UserConf};
+use netdiv_tests::configs::{zero_cost_in_process_flags, zero_cost_node, UserConf};
 use netdiv_tests::log_records::with_event;
 use netdiv_tests::network_run::{loadgen, Cluster, LoadgenRun};
 use netdiv_tests::{loadgen_node_bin, sut_node_bin, test_dir, write_file};
@@ -199,21 +199,11 @@ fn measure_fleet(cli: &Cli, nodes: usize, kind: Kind, server_start: u64) -> Resu
             "--local-nodes".into(),
             nodes.to_string(),
         ],
-        (None, _) => [
-            "--sut",
-            "synthetic",
-            "--synthetic-batch-cost-us",
-            "0",
-            "--synthetic-sample-cost-us",
-            "0",
-            "--synthetic-devices",
-            "1",
-            "--local-nodes",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .chain([nodes.to_string()])
-        .collect(),
+        (None, _) => {
+            let mut flags = zero_cost_in_process_flags();
+            flags.extend(["--local-nodes".to_string(), nodes.to_string()]);
+            flags
+        }
     };
     let mut row = Row {
         nodes,

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use netdiv_proto::pb::{self, quic_request};
 use netdiv_tests::bench::{finish_benchmark, machine_description, median, QpsSearch};
-use netdiv_tests::configs::{zero_cost_node, UserConf};
+use netdiv_tests::configs::{zero_cost_in_process_flags, zero_cost_node, UserConf};
 use netdiv_tests::echo::{self, EchoServer, EchoTransport};
 use netdiv_tests::mlperf_logs::summary_value;
 use netdiv_tests::network_run::{loadgen, BenchClusters, LoadgenRun, Setup};
@@ -177,19 +177,7 @@ impl Bench<'_> {
         .collect();
         match target {
             Target::Null => args.extend(["--sut".into(), "null".into()]),
-            Target::InProcess => args.extend(
-                [
-                    "--sut",
-                    "synthetic",
-                    "--synthetic-batch-cost-us",
-                    "0",
-                    "--synthetic-sample-cost-us",
-                    "0",
-                    "--synthetic-devices",
-                    "1",
-                ]
-                .map(String::from),
-            ),
+            Target::InProcess => args.extend(zero_cost_in_process_flags()),
             Target::Network(setup) | Target::NetworkPolling(setup) => {
                 let flags = self.clusters.flags(setup).context("a network setup")?;
                 args.extend(if one_node {
