@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use serde_json::{json, Value};
 
 use crate::llama::paths_from_script;
@@ -193,6 +193,83 @@ impl VllmServer {
             .map(|t| t.as_u64().map(|t| t as u32).context("a token id"))
             .collect()
     }
+}
+
+/// How vLLM scores one token of an answer, given the prompt and the
+/// answer's tokens before it (its prompt log-probabilities).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TokenScore {
+    /// The token's log-probability.
+    pub logprob: f64,
+    /// Its rank among the vocabulary (1: the engine's greedy choice).
+    pub rank: u64,
+    /// The greedy choice's log-probability.
+    pub best: f64,
+}
+
+impl VllmServer {
+    /// vLLM's own score of `answer` after `prompt`, token by token: the
+    /// answer is fed back as part of the prompt (teacher forcing), so each
+    /// token is scored given exactly the tokens before it, whatever the
+    /// engine would have generated after an earlier near tie.
+    pub fn score_answer(&self, prompt: &[u32], answer: &[u32]) -> Result<Vec<TokenScore>> {
+        let whole: Vec<u32> = prompt.iter().chain(answer).copied().collect();
+        let body = json!({
+            "model": self.model,
+            "prompt": whole,
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "prompt_logprobs": 1,
+        });
+        let scored: Value = reqwest::blocking::Client::new()
+            .post(format!("{}/v1/completions", self.url))
+            .json(&body)
+            .timeout(Duration::from_secs(600))
+            .send()
+            .context("vLLM /v1/completions with prompt_logprobs")?
+            .error_for_status()?
+            .json()?;
+        let positions = scored["choices"][0]["prompt_logprobs"]
+            .as_array()
+            .context("no prompt_logprobs in vLLM's answer")?;
+        ensure!(
+            positions.len() == whole.len(),
+            "vLLM scored {} prompt positions, not {}",
+            positions.len(),
+            whole.len()
+        );
+        answer
+            .iter()
+            .zip(&positions[prompt.len()..])
+            .enumerate()
+            .map(|(i, (token, position))| {
+                token_score(position, *token)
+                    .with_context(|| format!("answer token {i} ({token}): vLLM's score {position}"))
+            })
+            .collect()
+    }
+}
+
+/// One position of vLLM's `prompt_logprobs`: `{"ID": {"logprob", "rank",
+/// ...}, ...}` with the token at that position and the best one.
+fn token_score(position: &Value, token: u32) -> Result<TokenScore> {
+    let entries = position.as_object().context("not an object")?;
+    let field = |entry: &Value, name: &str| -> Result<f64> {
+        entry[name].as_f64().with_context(|| format!("no {name}"))
+    };
+    let own = entries
+        .get(&token.to_string())
+        .context("the token itself is not scored")?;
+    let rank = field(own, "rank")? as u64;
+    let best = entries
+        .values()
+        .find(|e| e["rank"].as_u64() == Some(1))
+        .context("no rank-1 token")?;
+    Ok(TokenScore {
+        logprob: field(own, "logprob")?,
+        rank,
+        best: field(best, "logprob")?,
+    })
 }
 
 impl Drop for VllmServer {
