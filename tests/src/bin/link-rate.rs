@@ -57,6 +57,11 @@ struct Cli {
     /// (0 to 1); the smoke run's check.
     #[arg(long)]
     require: Option<f64>,
+    /// Passed to every LoadGen node run (`--cpu-latency-us US`, root):
+    /// 0 keeps idle CPUs polling, so a VM whose halted vCPUs wake slowly
+    /// does not hold the link's sender and receiver back.
+    #[arg(long, value_name = "US")]
+    cpu_latency_us: Option<u32>,
     /// The CI smoke run: 1 Gbit/s only, 3 s runs, one repeat, no lz4,
     /// and at least 80 % of the rate required.
     #[arg(long)]
@@ -174,6 +179,9 @@ fn bench(cli: &Cli) -> Result<String> {
                     .iter()
                     .map(|s| s.to_string())
                     .collect();
+                    if let Some(us) = cli.cpu_latency_us {
+                        args.extend(["--cpu-latency-us".to_string(), us.to_string()]);
+                    }
                     if transport == "quic" {
                         args.extend([
                             "--dev-tls".to_string(),
@@ -216,8 +224,13 @@ fn bench(cli: &Cli) -> Result<String> {
         "A sut-node in a network namespace behind a veth pair (MTU {}) shaped with tc tbf (both \
          directions; burst 1 ms of the rate, queue 20 ms), synthetic backend at zero cost, \
          ResNet-50 samples of 150528 B, Offline {} s runs, median of {}. gRPC in plain text, \
-         QUIC with TLS 1.3.",
-        cli.mtu, cli.seconds, cli.repeat
+         QUIC with TLS 1.3. CPU wake-up bound: {}.",
+        cli.mtu,
+        cli.seconds,
+        cli.repeat,
+        cli.cpu_latency_us.map_or("none".to_string(), |us| format!(
+            "{us} µs (--cpu-latency-us)"
+        ))
     )?;
     writeln!(out, "{}", machine_description())?;
     writeln!(out)?;
