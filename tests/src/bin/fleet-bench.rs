@@ -107,7 +107,14 @@ struct OfflineRun {
     cpu_us_per_sample: f64,
     /// Nodes that were sent samples.
     nodes_used: usize,
+    /// The query's target_qps: `--offline-qps`, doubled while the fleet
+    /// finished the query within min_duration.
+    target_qps: u64,
 }
+
+/// How far `--offline-qps` is doubled for a fleet that finishes the query
+/// within min_duration (the LoadGen calls such a run INVALID).
+const MOST_OFFLINE_DOUBLINGS: u32 = 4;
 
 /// One fleet size and kind: its Offline runs and its Server search.
 #[derive(Debug)]
@@ -155,6 +162,9 @@ fn bench(cli: &Cli) -> Result<String> {
         sut_node_bin()?;
     }
     let mut rows: Vec<Row> = Vec::new();
+    // Raised once for the first fleet that finishes the query too soon,
+    // then kept: every row's query the same size where it can be.
+    let mut offline_qps = cli.offline_qps;
     for &nodes in &cli.nodes {
         let mut kinds = vec![Kind::NullNodes, Kind::InProcess];
         if nodes <= cli.max_processes {
@@ -167,14 +177,20 @@ fn bench(cli: &Cli) -> Result<String> {
                 .find(|r| r.kind == kind)
                 .and_then(|r| r.server.as_ref()?.valid)
                 .unwrap_or(cli.server_start);
-            rows.push(measure_fleet(cli, nodes, kind, start)?);
+            rows.push(measure_fleet(cli, nodes, kind, start, &mut offline_qps)?);
         }
     }
     report(cli, &rows)
 }
 
 /// Starts the fleet (processes), runs Offline and the Server search.
-fn measure_fleet(cli: &Cli, nodes: usize, kind: Kind, server_start: u64) -> Result<Row> {
+fn measure_fleet(
+    cli: &Cli,
+    nodes: usize,
+    kind: Kind,
+    server_start: u64,
+    offline_qps: &mut u64,
+) -> Result<Row> {
     let dir = test_dir(&format!("fleet-{nodes}-{}", kind.label().replace(' ', "-")))?;
     let cluster = match kind {
         Kind::NullNodes | Kind::InProcess => None,
@@ -219,19 +235,33 @@ fn measure_fleet(cli: &Cli, nodes: usize, kind: Kind, server_start: u64) -> Resu
             round + 1,
             cli.repeat
         );
-        let conf = UserConf::new()
-            .set("*.*.min_duration", cli.duration_ms)
-            .set("*.Offline.target_qps", cli.offline_qps)
-            .set("*.Offline.min_query_count", 1);
-        let run = run_once(cli, dir.path(), "Offline", &conf, &sut_flags)?;
-        row.offline
-            .push(offline_measure(&run, nodes, kind).with_context(|| {
+        let target_qps = &mut *offline_qps;
+        let run = loop {
+            let conf = UserConf::new()
+                .set("*.*.min_duration", cli.duration_ms)
+                .set("*.Offline.target_qps", *target_qps)
+                .set("*.Offline.min_query_count", 1);
+            let run = run_once(cli, dir.path(), "Offline", &conf, &sut_flags)?;
+            let too_short = run.summary().is_ok_and(|s| finished_too_soon(&s));
+            if too_short && *target_qps < cli.offline_qps << MOST_OFFLINE_DOUBLINGS {
+                *target_qps *= 2;
+                eprintln!(
+                    "fleet-bench: the query ended within min_duration; again at target_qps \
+                     {target_qps}"
+                );
+                continue;
+            }
+            break run;
+        };
+        row.offline.push(
+            offline_measure(&run, nodes, kind, *target_qps).with_context(|| {
                 format!(
                     "{nodes} nodes {} Offline in {}",
                     kind.label(),
                     run.logs.display()
                 )
-            })?);
+            })?,
+        );
     }
     if cli.server_probes > 0 {
         let mut search = QpsSearch::new(server_start, 0.1, cli.server_probes);
@@ -302,7 +332,20 @@ fn event_number(run: &LoadgenRun, event: &str, field: &str) -> Result<f64> {
         .with_context(|| format!("{event} record without a number {field}: {record}"))
 }
 
-fn offline_measure(run: &LoadgenRun, nodes: usize, kind: Kind) -> Result<OfflineRun> {
+/// Whether an Offline run's summary says its one query ended before
+/// min_duration (the fleet took it faster than target_qps).
+fn finished_too_soon(summary: &str) -> bool {
+    summary
+        .lines()
+        .any(|l| l.trim().replace(' ', "") == "Mindurationsatisfied:NO")
+}
+
+fn offline_measure(
+    run: &LoadgenRun,
+    nodes: usize,
+    kind: Kind,
+    target_qps: u64,
+) -> Result<OfflineRun> {
     let (summary, detail) = run.expect_valid()?;
     let samples_per_s: f64 =
         netdiv_tests::mlperf_logs::summary_value(&summary, "Samples per second")
@@ -345,6 +388,7 @@ fn offline_measure(run: &LoadgenRun, nodes: usize, kind: Kind) -> Result<Offline
         peak_rss_mb: rss as f64 / 1e6,
         cpu_us_per_sample: cpu.as_secs_f64() * 1e6 / samples,
         nodes_used,
+        target_qps,
     })
 }
 
@@ -353,7 +397,8 @@ fn report(cli: &Cli, rows: &[Row]) -> Result<String> {
     writeln!(
         out,
         "Zero-cost synthetic nodes (one device each), 4-byte samples (benchmark null); \
-         min_duration {} ms; Offline: one query at target_qps {} (median of {} run(s)); \
+         min_duration {} ms; Offline: one query at target_qps {} (doubled from the first \
+         fleet that finished it sooner on; below) (median of {} run(s)); \
          Server: highest VALID target QPS (10 ms at the 99th percentile), doubling then \
          bisecting to 10 %, at most {} probe(s). Processes: sut-node over gRPC on loopback. \
          CPU wake-up bound: {}.",
@@ -417,6 +462,22 @@ fn report(cli: &Cli, rows: &[Row]) -> Result<String> {
             per_node,
             row.offline_median(|m| m.cpu_us_per_sample),
             used
+        )?;
+    }
+    let raised: Vec<String> = rows
+        .iter()
+        .filter_map(|row| {
+            let most = row.offline.iter().map(|m| m.target_qps).max()?;
+            (most > cli.offline_qps)
+                .then(|| format!("{} nodes, {}: {most}", row.nodes, row.kind.label()))
+        })
+        .collect();
+    if !raised.is_empty() {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "Offline target_qps raised (the query ended within min_duration): {}",
+            raised.join("; ")
         )?;
     }
     writeln!(out)?;
