@@ -205,6 +205,8 @@ pub struct TokenScore {
     pub rank: u64,
     /// The greedy choice's log-probability.
     pub best: f64,
+    /// The best-scored token other than this one, and its log-probability.
+    pub other: Option<(u32, f64)>,
 }
 
 impl VllmServer {
@@ -219,7 +221,8 @@ impl VllmServer {
             "prompt": whole,
             "max_tokens": 1,
             "temperature": 0.0,
-            "prompt_logprobs": 1,
+            // The two best at each position, and the answer's own.
+            "prompt_logprobs": 2,
         });
         let scored: Value = reqwest::blocking::Client::new()
             .post(format!("{}/v1/completions", self.url))
@@ -251,7 +254,7 @@ impl VllmServer {
 }
 
 /// One position of vLLM's `prompt_logprobs`: `{"ID": {"logprob", "rank",
-/// ...}, ...}` with the token at that position and the best one.
+/// ...}, ...}` with the token at that position and the two best.
 fn token_score(position: &Value, token: u32) -> Result<TokenScore> {
     let entries = position.as_object().context("not an object")?;
     let field = |entry: &Value, name: &str| -> Result<f64> {
@@ -265,10 +268,16 @@ fn token_score(position: &Value, token: u32) -> Result<TokenScore> {
         .values()
         .find(|e| e["rank"].as_u64() == Some(1))
         .context("no rank-1 token")?;
+    let other = entries
+        .iter()
+        .filter(|(id, _)| **id != token.to_string())
+        .filter_map(|(id, e)| Some((id.parse().ok()?, e["logprob"].as_f64()?)))
+        .max_by(|a: &(u32, f64), b| a.1.total_cmp(&b.1));
     Ok(TokenScore {
         logprob: field(own, "logprob")?,
         rank,
         best: field(best, "logprob")?,
+        other,
     })
 }
 

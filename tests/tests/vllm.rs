@@ -246,8 +246,9 @@ fn greedy_given_the_tokens_before(
 }
 
 /// The controls of the near-tie check: an answer through the node passes
-/// it as it came; with one token dropped (the rest moved up one), or given
-/// to another sample's prompt, it is not vLLM's greedy answer.
+/// it as it came, and so does vLLM's own answer taken the other way at the
+/// answer's nearest tie; with one token dropped (the rest moved up one),
+/// or given to another sample's prompt, it is not vLLM's greedy answer.
 fn a_changed_answer_is_not_vllms(run: &LoadgenRun, engine: &VllmServer) -> Result<()> {
     let entries = run.accuracy()?;
     let e = entries.first().context("no logged answer")?;
@@ -256,6 +257,32 @@ fn a_changed_answer_is_not_vllms(run: &LoadgenRun, engine: &VllmServer) -> Resul
     let greedy = greedy_given_the_tokens_before(engine, &prompt, &answer)
         .with_context(|| format!("qsl_idx {}'s answer as it came", e.qsl_idx))?;
     eprintln!("qsl_idx {}: {greedy}", e.qsl_idx);
+    // The other way at the nearest tie: the tied token, then vLLM's own
+    // greedy continuation (about one token in a hundred ties exactly).
+    let scores = engine.score_answer(&prompt, &answer)?;
+    let (at, (other, gap)) = scores
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.other.map(|(id, lp)| (i, (id, s.best - lp))))
+        .min_by(|a, b| a.1 .1.total_cmp(&b.1 .1))
+        .context("no runner-up scored")?;
+    if gap <= NEAR_TIE_NATS / 4.0 {
+        let mut parted = answer[..at].to_vec();
+        parted.push(other);
+        let asked: Vec<u32> = prompt.iter().chain(&parted).copied().collect();
+        let rest = (answer.len() - at - 1) as u32;
+        if rest > 0 {
+            parted.extend(engine.greedy_tokens(&asked, rest)?);
+        }
+        let greedy = greedy_given_the_tokens_before(engine, &prompt, &parted)
+            .with_context(|| format!("vLLM's answer taken the other way at token {at}"))?;
+        eprintln!("the other way at token {at} ({gap:.3} nats): {greedy}");
+    } else {
+        eprintln!(
+            "no near tie in qsl_idx {}'s answer (nearest {gap:.3} nats)",
+            e.qsl_idx
+        );
+    }
     let mut dropped = answer.clone();
     dropped.remove(answer.len() / 2);
     let other = synthetic_prompt(PROMPT_TOKENS, SEED, e.qsl_idx as usize + 1);
