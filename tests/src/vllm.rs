@@ -178,20 +178,25 @@ impl VllmServer {
             "temperature": 0.0,
             "return_token_ids": true,
         });
-        let answer: Value = reqwest::blocking::Client::new()
-            .post(format!("{}/v1/completions", self.url))
-            .json(&body)
-            .timeout(Duration::from_secs(600))
-            .send()
-            .context("vLLM /v1/completions")?
-            .error_for_status()?
-            .json()?;
+        let answer = self.completions(&body)?;
         answer["choices"][0]["token_ids"]
             .as_array()
             .context("no token_ids in vLLM's answer")?
             .iter()
             .map(|t| t.as_u64().map(|t| t as u32).context("a token id"))
             .collect()
+    }
+
+    /// One request to vLLM's `/v1/completions`, not streamed; its answer.
+    fn completions(&self, body: &Value) -> Result<Value> {
+        Ok(reqwest::blocking::Client::new()
+            .post(format!("{}/v1/completions", self.url))
+            .json(body)
+            .timeout(Duration::from_secs(600))
+            .send()
+            .context("vLLM /v1/completions")?
+            .error_for_status()?
+            .json()?)
     }
 }
 
@@ -224,14 +229,7 @@ impl VllmServer {
             // The two best at each position, and the answer's own.
             "prompt_logprobs": 2,
         });
-        let scored: Value = reqwest::blocking::Client::new()
-            .post(format!("{}/v1/completions", self.url))
-            .json(&body)
-            .timeout(Duration::from_secs(600))
-            .send()
-            .context("vLLM /v1/completions with prompt_logprobs")?
-            .error_for_status()?
-            .json()?;
+        let scored = self.completions(&body)?;
         let positions = scored["choices"][0]["prompt_logprobs"]
             .as_array()
             .context("no prompt_logprobs in vLLM's answer")?;
