@@ -82,6 +82,11 @@ pub(crate) struct Cli {
     /// Longest a batch's first sample waits for more, in microseconds.
     #[arg(long)]
     pub(crate) max_batch_wait_us: Option<u64>,
+    /// Threads that run the node's network I/O [default: one per CPU].
+    /// 1 suits the latency-bound scenarios (SingleStream, MultiStream):
+    /// a query's answer is not handed between I/O threads.
+    #[arg(long, value_name = "N")]
+    pub(crate) io_threads: Option<usize>,
     /// LLM cost model: prefill time per prompt token, in microseconds
     /// [default: 20].
     #[arg(long, value_name = "US", help_heading = LLM_FLAGS)]
@@ -209,6 +214,9 @@ fn flags_over_file(cli: &Cli, file: &mut FileConfig) -> Result<()> {
     }
     if let Some(us) = cli.max_batch_wait_us {
         file.batching.max_wait_us = us;
+    }
+    if let Some(n) = cli.io_threads {
+        file.io_threads = Some(n);
     }
     Ok(())
 }

@@ -43,6 +43,9 @@ pub struct FileConfig {
     pub response_codec: Option<String>,
     /// Largest decoded sample accepted, in bytes.
     pub max_sample_bytes: Option<u64>,
+    /// Threads that run the node's network I/O (its servers' async
+    /// runtime); one per CPU by default.
+    pub io_threads: Option<usize>,
     /// What runs the model.
     pub backend: Option<BackendKind>,
     /// The synthetic backend's cost model.
@@ -110,6 +113,10 @@ pub struct NodeConfig {
     pub response_codec: Codec,
     /// Largest decoded sample accepted, in bytes.
     pub max_sample_bytes: u64,
+    /// Threads that run the node's network I/O: `None`, one per CPU.
+    /// One thread saves a latency-bound scenario the hand-offs between
+    /// I/O threads; more decode large inputs side by side.
+    pub io_threads: Option<usize>,
     /// What runs the model.
     pub backend: BackendConfig,
     /// SUT-side batching.
@@ -136,6 +143,9 @@ impl NodeConfig {
         if file.batching.max_batch_size == 0 {
             bail!("max batch size must be at least 1");
         }
+        if file.io_threads == Some(0) {
+            bail!("io_threads (--io-threads) must be at least 1");
+        }
         let limits = Limits::from_config(&file.limits, &benchmark)?;
         let max_sample_bytes = file
             .max_sample_bytes
@@ -154,6 +164,7 @@ impl NodeConfig {
             benchmark,
             response_codec,
             max_sample_bytes,
+            io_threads: file.io_threads,
             limits,
             backend,
             batching: file.batching,
@@ -235,6 +246,14 @@ mod tests {
         assert_eq!(back.backend, Some(BackendKind::Onnx));
         assert_eq!(back.synthetic, file.synthetic);
         assert_eq!(back.onnx, file.onnx);
+    }
+
+    #[test]
+    fn io_threads_are_at_least_one_and_one_per_cpu_unless_given() {
+        assert_eq!(resolved("").unwrap().io_threads, None);
+        assert_eq!(resolved("io_threads = 1\n").unwrap().io_threads, Some(1));
+        let e = resolved("io_threads = 0\n").unwrap_err().to_string();
+        assert!(e.contains("io_threads"), "{e}");
     }
 
     #[test]

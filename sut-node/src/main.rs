@@ -29,11 +29,20 @@ fn main() -> std::process::ExitCode {
         eprintln!("sut-node: error: {e}");
         return std::process::ExitCode::from(2);
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    let result = runtime.block_on(run(cli));
+    // The settings come first: they say how many I/O threads to start.
+    let config = match node_config(&cli) {
+        Ok(config) => config,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = config.io_threads {
+        runtime.worker_threads(threads);
+    }
+    let runtime = runtime.enable_all().build().expect("tokio runtime");
+    let result = runtime.block_on(run(cli, config));
     // A stop while a serving engine was still loading leaves the wait for
     // it on a blocking thread: do not wait for that thread.
     runtime.shutdown_background();
@@ -97,9 +106,8 @@ struct Servers {
     health: HealthReporter,
 }
 
-async fn run(cli: Cli) -> Result<()> {
+async fn run(cli: Cli, config: NodeConfig) -> Result<()> {
     let mut stop = StopSignals::install()?;
-    let config = node_config(&cli)?;
     let tls = tls_files(&cli)?;
     let _cpu_latency = sut_node::host::cpu_latency::hold_requested(cli.cpu_latency_us)?;
     let settings = NodeSettings {
@@ -219,6 +227,8 @@ fn watch_engine_health(node: &Arc<Node>, health: HealthReporter) -> Option<JoinH
 /// Readiness, for whoever waits on it: the `--ready-file` (JSON) for
 /// scripts and tests, READY=1 for systemd, and a log event for people.
 fn report_ready(cli: &Cli, tls: Option<&TlsFiles>, node: &Node, servers: &Servers) -> Result<()> {
+    // The runtime's own count: what `--io-threads` (or one per CPU) made.
+    let io_threads = tokio::runtime::Handle::current().metrics().num_workers();
     let show = |a: Option<SocketAddr>| a.map_or("off".to_string(), |a| a.to_string());
     let name = &cli.name;
     let tls_mode = match tls {
@@ -235,6 +245,7 @@ fn report_ready(cli: &Cli, tls: Option<&TlsFiles>, node: &Node, servers: &Server
             metrics: servers.metrics,
             tls: tls_mode.to_string(),
             backend: backend.clone(),
+            io_threads,
             pid: std::process::id(),
         };
         sut_node::ready::write(path, &ready)?;
@@ -247,6 +258,7 @@ fn report_ready(cli: &Cli, tls: Option<&TlsFiles>, node: &Node, servers: &Server
         metrics = %show(servers.metrics),
         tls = tls_mode,
         backend = %backend,
+        io_threads,
         "listening"
     );
     let status = format!(

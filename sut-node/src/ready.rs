@@ -1,6 +1,7 @@
 //! The `--ready-file`: once a node listens it writes one JSON object (its
-//! name, addresses, TLS mode, backend, pid) there, atomically; whoever
-//! started it (a script, the embedded default, the tests) waits for it.
+//! name, addresses, TLS mode, backend, I/O threads, pid) there,
+//! atomically; whoever started it (a script, the embedded default, the
+//! tests) waits for it.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -25,6 +26,9 @@ pub struct Ready {
     pub tls: String,
     /// Its backend, as `NodeInfo.backend_detail` says it.
     pub backend: String,
+    /// The threads its network I/O runs on (`--io-threads`), as its
+    /// runtime counts them.
+    pub io_threads: usize,
     /// Its process id.
     pub pid: u32,
 }

@@ -12,8 +12,9 @@
 //!
 //! The server is a separate process ([`EchoServer::start`] runs the
 //! calling program again with `--echo-server`), on a multi-threaded tokio
-//! runtime as the sut-node's servers are; the client runs where it waits,
-//! on a single-threaded runtime, as the bare Name() probe does.
+//! runtime as the sut-node's servers are, with as many threads as the
+//! node it stands beside (`--io-threads`); the client runs where it
+//! waits, on a single-threaded runtime, as the bare Name() probe does.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -68,13 +69,23 @@ pub struct EchoServer {
 
 impl EchoServer {
     /// Runs this program again as `PROGRAM --echo-server TRANSPORT
-    /// --echo-dir DIR` (QUIC's development certificates go in `dir`) and
-    /// waits for the address it prints.
-    pub fn start(transport: EchoTransport, dir: &Path) -> Result<EchoServer> {
+    /// --echo-dir DIR [--echo-io-threads N]` (QUIC's development
+    /// certificates go in `dir`; `io_threads` as a sut-node's, one per
+    /// CPU when `None`) and waits for the address it prints.
+    pub fn start(
+        transport: EchoTransport,
+        dir: &Path,
+        io_threads: Option<usize>,
+    ) -> Result<EchoServer> {
         let program = std::env::current_exe().context("this program's path")?;
-        let mut child = Command::new(program)
+        let mut command = Command::new(program);
+        command
             .args(["--echo-server", transport.name(), "--echo-dir"])
-            .arg(dir)
+            .arg(dir);
+        if let Some(n) = io_threads {
+            command.args(["--echo-io-threads", &n.to_string()]);
+        }
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -107,11 +118,14 @@ impl Drop for EchoServer {
 
 /// The server's side, run by the program when given `--echo-server`:
 /// listens on loopback port 0, prints `listening ADDR`, and echoes until
-/// its stdin closes (the parent ended).
-pub fn serve(transport: EchoTransport, dir: &Path) -> Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+/// its stdin closes (the parent ended). `io_threads`: the runtime's
+/// threads, one per CPU when `None`, as a sut-node's.
+pub fn serve(transport: EchoTransport, dir: &Path, io_threads: Option<usize>) -> Result<()> {
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = io_threads {
+        runtime.worker_threads(n);
+    }
+    let runtime = runtime.enable_all().build()?;
     runtime.block_on(async {
         let addr: SocketAddr = "127.0.0.1:0".parse()?;
         let server = match transport {

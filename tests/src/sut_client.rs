@@ -23,6 +23,8 @@ pub struct NodeProcess {
     pub quic: Option<SocketAddr>,
     /// Its metrics endpoint, when started with `--metrics-listen`.
     pub metrics: Option<SocketAddr>,
+    /// The threads its network I/O runs on, as its ready file says.
+    pub io_threads: usize,
     /// The --dev-tls directory, when TLS is on.
     pub certs: Option<PathBuf>,
     /// The node's stderr (JSON log records), a file removed with the node
@@ -92,6 +94,7 @@ impl NodeProcess {
             grpc: ready.grpc,
             quic: ready.quic,
             metrics: ready.metrics,
+            io_threads: ready.io_threads,
             name: name.to_string(),
             certs: certs.map(Path::to_path_buf),
             child,

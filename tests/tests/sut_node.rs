@@ -312,6 +312,52 @@ async fn batching_forms_batches_under_load() {
     assert!(info.batches_run < 64, "every sample ran alone: {info:?}");
 }
 
+/// `--io-threads` sets how many threads run the node's network I/O (its
+/// runtime counts them into the ready file), one per CPU by default; a
+/// node on one serves, and 0 is refused by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn io_threads_set_the_threads_of_the_nodes_network_io() {
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    let default = NodeProcess::start("io-default", None, &["--transport", "grpc"]).unwrap();
+    assert_eq!(default.io_threads, cpus, "one per CPU by default");
+    let three = NodeProcess::start(
+        "io-three",
+        None,
+        &["--transport", "grpc", "--io-threads", "3"],
+    )
+    .unwrap();
+    assert_eq!(three.io_threads, 3);
+    let one = NodeProcess::start(
+        "io-one",
+        None,
+        &["--transport", "grpc", "--io-threads", "1"],
+    )
+    .unwrap();
+    assert_eq!(one.io_threads, 1);
+    let got = grpc_infer(
+        &one,
+        ClientCert::None,
+        (0..64)
+            .map(|q| plain_query(q, q, &inputs(1, q as u8)))
+            .collect(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(got.len(), 64);
+    let Err(refused) = NodeProcess::start(
+        "io-zero",
+        None,
+        &["--transport", "grpc", "--io-threads", "0"],
+    ) else {
+        panic!("a node with --io-threads 0 started");
+    };
+    let refused = refused.to_string();
+    assert!(
+        refused.contains("io_threads (--io-threads) must be at least 1"),
+        "{refused}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_samples_get_per_sample_errors_and_the_node_keeps_serving() {
     let dir = test_dir("sut-cfg").unwrap();

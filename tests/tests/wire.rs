@@ -134,7 +134,8 @@ fn bytes_per_cpu_smoke_fills_its_table() -> Result<()> {
 /// `wire-bench --quick`: both transports and the null SUT run, and every
 /// cell of its table is filled in (each transport's first Server probe has
 /// a verdict, Offline and SingleStream figures are numbers above zero),
-/// with the floor beside the latency: a bare echo on each transport.
+/// with the floor beside the latency: a bare echo on each transport, for
+/// the nodes' default I/O threads and for `--io-threads 1`.
 #[test]
 fn wire_bench_smoke_fills_its_table() -> Result<()> {
     let stdout = quick_run(env!("CARGO_BIN_EXE_wire-bench"))?;
@@ -164,7 +165,8 @@ fn wire_bench_smoke_fills_its_table() -> Result<()> {
     }
     let mut single = vec!["| SingleStream p50"];
     // As root, the same path with idle CPUs polling too.
-    if sut_node::host::cpu_latency::CpuLatencyRequest::hold(0).is_ok() {
+    let polling = sut_node::host::cpu_latency::CpuLatencyRequest::hold(0).is_ok();
+    if polling {
         single.push("| SingleStream p50 (µs) with `--cpu-latency-us 0`");
     }
     for prefix in single {
@@ -173,24 +175,33 @@ fn wire_bench_smoke_fills_its_table() -> Result<()> {
             ensure!(us > 0.0, "{prefix}: {cell:?}\n{stdout}");
         }
     }
-    // The floor beside the latency: a bare echo on each transport, and
-    // what netdiv adds above it, both measured (p50 / p99).
-    for prefix in ["| the floor: a bare echo", "| netdiv adds above the floor"] {
-        for cell in &cells(prefix)?[2..4] {
-            let figures: Vec<f64> = cell
-                .split('/')
+    // The floor beside the latency: for each transport and each tuning
+    // (the node's I/O threads; idle CPUs polling too, as root), a bare
+    // echo, the whole path and what netdiv adds above the floor, each
+    // measured (p50 / p99).
+    let tunings = if polling { 4 } else { 2 };
+    for transport in ["gRPC", "QUIC"] {
+        let rows: Vec<Vec<String>> = stdout
+            .lines()
+            .filter(|l| l.starts_with(&format!("| {transport} | ")))
+            .map(|l| l.split('|').map(|c| c.trim().to_string()).collect())
+            .collect();
+        ensure!(
+            rows.len() == tunings,
+            "{transport}: {} floor rows, not {tunings}\n{stdout}",
+            rows.len()
+        );
+        for row in &rows {
+            let figures: Vec<f64> = row[3..6]
+                .iter()
+                .flat_map(|cell| cell.split('/'))
                 .map(|f| f.trim().trim_start_matches('+').parse::<f64>())
                 .collect::<Result<_, _>>()?;
             ensure!(
-                figures.len() == 2 && figures.iter().all(|f| f.is_finite()),
-                "{prefix}: {cell:?}\n{stdout}"
+                figures.len() == 6 && figures.iter().all(|f| f.is_finite()) && figures[0] > 0.0,
+                "floor row {row:?}\n{stdout}"
             );
         }
-    }
-    let floor = cells("| the floor: a bare echo")?;
-    for cell in &floor[2..4] {
-        let p50: f64 = cell.split('/').next().unwrap_or("").trim().parse()?;
-        ensure!(p50 > 0.0, "floor: {cell:?}\n{stdout}");
     }
     Ok(())
 }

@@ -22,11 +22,13 @@
 //!   client sleeps in epoll), so they are not subtracted.
 //! * The floor beside it: a bare echo of the query's size to another
 //!   process over each transport, with the same runtime and settings
-//!   (`netdiv_tests::echo`), and what netdiv adds above it.
+//!   (`netdiv_tests::echo`), and what netdiv adds above it; for the
+//!   nodes as they start by default and for a node with `--io-threads 1`
+//!   (one more per transport), the echo's server with as many threads.
 //! * When this process may write `/dev/cpu_dma_latency` (root), the whole
 //!   path again with `loadgen-node run --cpu-latency-us 0`: idle CPUs poll
 //!   instead of halting while it runs, which shows what the wake-ups of
-//!   sleeping CPUs cost.
+//!   sleeping CPUs cost (and the floors again, held likewise).
 //!
 //! Usage: `cargo run --release -p netdiv-tests --bin wire-bench`.
 
@@ -89,6 +91,10 @@ struct Cli {
     /// Internal: where the echo server keeps its certificates.
     #[arg(long, hide = true, value_name = "DIR", requires = "echo_server")]
     echo_dir: Option<std::path::PathBuf>,
+    /// Internal: the echo server's runtime threads (one per CPU unless
+    /// given), as the node's `--io-threads` it stands beside.
+    #[arg(long, hide = true, value_name = "N", requires = "echo_server")]
+    echo_io_threads: Option<usize>,
 }
 
 /// What the summary of one run says.
@@ -129,20 +135,56 @@ enum Target {
     /// network.
     InProcess,
     /// Through the QDL.
-    Network(Setup),
-    /// Through the QDL, with `--cpu-latency-us 0` held by the LoadGen
-    /// node for the machine (every process of the bench).
-    NetworkPolling(Setup),
+    Network(Route),
+}
+
+/// A run through the QDL: the transport, and how the machine and the
+/// node are tuned for latency.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Route {
+    setup: Setup,
+    /// The nodes run `--io-threads 1` (one thread for their network I/O)
+    /// instead of one per CPU.
+    one_io_thread: bool,
+    /// `--cpu-latency-us 0` held by the LoadGen node for the machine
+    /// (every process of the bench): idle CPUs poll instead of halting.
+    polling: bool,
+}
+
+impl Route {
+    /// The nodes as they start by default, the machine untuned.
+    fn plain(setup: Setup) -> Route {
+        Route {
+            setup,
+            one_io_thread: false,
+            polling: false,
+        }
+    }
+
+    /// How the node and the machine are tuned, in words.
+    fn tuning(self) -> String {
+        format!(
+            "{}, idle CPUs {}",
+            if self.one_io_thread {
+                "node `--io-threads 1`"
+            } else {
+                "node I/O threads one per CPU"
+            },
+            if self.polling {
+                "polling (`--cpu-latency-us 0`)"
+            } else {
+                "halting"
+            }
+        )
+    }
 }
 
 impl Target {
-    fn label(self) -> &'static str {
+    fn label(self) -> String {
         match self {
-            Target::Null => "null SUT",
-            Target::InProcess => "synthetic in-process",
-            Target::Network(setup) => setup.name(),
-            Target::NetworkPolling(Setup::Grpc) => "gRPC with --cpu-latency-us 0",
-            Target::NetworkPolling(_) => "QUIC with --cpu-latency-us 0",
+            Target::Null => "null SUT".into(),
+            Target::InProcess => "synthetic in-process".into(),
+            Target::Network(route) => format!("{} ({})", route.setup.name(), route.tuning()),
         }
     }
 }
@@ -151,6 +193,8 @@ struct Bench<'a> {
     cli: &'a Cli,
     dir: &'a Path,
     clusters: BenchClusters,
+    /// One node per transport started with `--io-threads 1`.
+    one_io_thread: BenchClusters,
 }
 
 impl Bench<'_> {
@@ -178,17 +222,21 @@ impl Bench<'_> {
         match target {
             Target::Null => args.extend(["--sut".into(), "null".into()]),
             Target::InProcess => args.extend(zero_cost_in_process_flags()),
-            Target::Network(setup) | Target::NetworkPolling(setup) => {
-                let flags = self.clusters.flags(setup).context("a network setup")?;
+            Target::Network(route) => {
+                let clusters = match route.one_io_thread {
+                    true => &self.one_io_thread,
+                    false => &self.clusters,
+                };
+                let flags = clusters.flags(route.setup).context("a network setup")?;
                 args.extend(if one_node {
                     only_first_node(flags)
                 } else {
                     flags
                 });
+                if route.polling {
+                    args.extend(["--cpu-latency-us".into(), "0".into()]);
+                }
             }
-        }
-        if let Target::NetworkPolling(_) = target {
-            args.extend(["--cpu-latency-us".into(), "0".into()]);
         }
         let deadline = Duration::from_secs(self.cli.seconds * 6 + 60);
         let run = loadgen(&run_dir, &args, deadline)?;
@@ -233,7 +281,9 @@ fn main() -> ExitCode {
     }
     if let Some(transport) = &cli.echo_server {
         let dir = cli.echo_dir.clone().unwrap_or_default();
-        return match EchoTransport::parse(transport).and_then(|t| echo::serve(t, &dir)) {
+        let served =
+            EchoTransport::parse(transport).and_then(|t| echo::serve(t, &dir, cli.echo_io_threads));
+        return match served {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("wire-bench --echo-server: {e:#}");
@@ -262,10 +312,17 @@ fn bench(cli: &Cli) -> Result<String> {
     loadgen_node_bin()?;
     let dir = test_dir("wire-bench")?;
     let clusters = BenchClusters::start(&dir, &["wire-a", "wire-b"], &zero_cost_node("null"), &[])?;
+    let one_io_thread = BenchClusters::start(
+        &dir.join("one-io-thread"),
+        &["wire-io1"],
+        &zero_cost_node("null"),
+        &["--io-threads", "1"],
+    )?;
     let bench = Bench {
         cli,
         dir: &dir,
         clusters,
+        one_io_thread,
     };
     let network = [Setup::Grpc, Setup::Quic];
     let ms = cli.seconds * 1000;
@@ -296,13 +353,23 @@ fn bench(cli: &Cli) -> Result<String> {
                 .set("*.Server.target_latency", cli.server_latency_ms)
                 .set("*.Server.min_duration", ms)
                 .set("*.Server.min_query_count", 1);
-            let mut o = bench.run(Target::Network(*setup), "Server", conf.clone(), false)?;
+            let mut o = bench.run(
+                Target::Network(Route::plain(*setup)),
+                "Server",
+                conf.clone(),
+                false,
+            )?;
             for _ in 1..cli.server_attempts {
                 if o.valid {
                     break;
                 }
                 eprintln!("wire-bench: again");
-                o = bench.run(Target::Network(*setup), "Server", conf.clone(), false)?;
+                o = bench.run(
+                    Target::Network(Route::plain(*setup)),
+                    "Server",
+                    conf.clone(),
+                    false,
+                )?;
             }
             cells.push(format!(
                 "{qps}: {} ({:.0}/s, p99 {:.1} ms)",
@@ -329,20 +396,27 @@ fn bench(cli: &Cli) -> Result<String> {
         .set("*.SingleStream.target_latency", 1)
         .set("*.SingleStream.min_duration", 0)
         .set("*.SingleStream.min_query_count", cli.seconds * 10_000);
-    let mut single_targets = vec![
-        Target::Null,
-        Target::InProcess,
-        Target::Network(Setup::Grpc),
-        Target::Network(Setup::Quic),
-    ];
-    // The same paths with idle CPUs polling, where this process may ask.
+    // Through the QDL: the nodes as they start by default and with one
+    // I/O thread; each again with idle CPUs polling, where this process
+    // may ask for it.
     let polling = sut_node::host::cpu_latency::CpuLatencyRequest::hold(0).map(drop);
-    if polling.is_ok() {
-        single_targets.extend([
-            Target::NetworkPolling(Setup::Grpc),
-            Target::NetworkPolling(Setup::Quic),
-        ]);
-    }
+    let routes: Vec<Route> = [false, true]
+        .into_iter()
+        .filter(|&polling_too| !polling_too || polling.is_ok())
+        .flat_map(|polling| {
+            [false, true].into_iter().flat_map(move |one_io_thread| {
+                network.map(|setup| Route {
+                    setup,
+                    one_io_thread,
+                    polling,
+                })
+            })
+        })
+        .collect();
+    let single_targets: Vec<Target> = [Target::Null, Target::InProcess]
+        .into_iter()
+        .chain(routes.iter().copied().map(Target::Network))
+        .collect();
     let mut offline: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     let mut single: Vec<Vec<Outcome>> = vec![Vec::new(); single_targets.len()];
     for round in 0..cli.repeat {
@@ -354,7 +428,7 @@ fn bench(cli: &Cli) -> Result<String> {
                 cli.repeat
             );
             let o = bench.run(
-                Target::Network(*setup),
+                Target::Network(Route::plain(*setup)),
                 "Offline",
                 offline_conf.clone(),
                 false,
@@ -387,14 +461,25 @@ fn bench(cli: &Cli) -> Result<String> {
 
     // Bare round trips: Name() from this process, no LoadGen, no batcher.
     let pings = ping_both(&bench.clusters, cli.pings)?;
-    // The floor: a bare echo of a query's size over each transport.
+    // The floor: a bare echo of a query's size over each transport, the
+    // echo tuned as each route's node and machine are.
     let query_bytes = one_sample_query_bytes();
-    let floor = echo_floor(&dir, query_bytes, cli.pings)?;
+    let mut floors = Vec::new();
+    for route in routes.iter().filter(|r| r.setup == Setup::Grpc) {
+        floors.push((*route, echo_floor(&dir, query_bytes, cli.pings, *route)?));
+    }
+    // The median p50 / p99 / mean of the runs through `route`.
+    let through = |route: Route| -> [f64; 3] {
+        single_targets
+            .iter()
+            .position(|t| *t == Target::Network(route))
+            .map_or([f64::NAN; 3], |i| single_med[i])
+    };
 
     let mut out = String::new();
     writeln!(
         out,
-        "Two sut-nodes per transport (one for SingleStream), synthetic backend at zero cost, \
+        "Two sut-nodes per transport (one for SingleStream, and a third with `--io-threads 1`), synthetic backend at zero cost, \
          4-byte samples (`--benchmark null`), loopback; Server probes {} s each with a {} ms \
          bound, searched to {} %; Offline {} s runs, SingleStream {} queries; median of {} runs.",
         cli.seconds,
@@ -415,6 +500,17 @@ fn bench(cli: &Cli) -> Result<String> {
     let best = |i: usize| highest[i].map_or(0.0, |(_, o)| o.samples_per_s);
     let (grpc_qps, quic_qps) = (best_qps(0), best_qps(1));
     let ss = &single_med;
+    let (grpc, quic) = (
+        through(Route::plain(Setup::Grpc)),
+        through(Route::plain(Setup::Quic)),
+    );
+    let polled = |setup| Route {
+        polling: true,
+        ..Route::plain(setup)
+    };
+    let polled = polling
+        .is_ok()
+        .then(|| (through(polled(Setup::Grpc)), through(polled(Setup::Quic))));
     writeln!(out, "| | gRPC | QUIC | QUIC / gRPC |")?;
     writeln!(out, "|---|---|---|---|")?;
     writeln!(
@@ -441,13 +537,13 @@ fn bench(cli: &Cli) -> Result<String> {
             out,
             "| SingleStream {label} (µs), above the null SUT's {:.2} | {:.1} (+{:.1}) | {:.1} (+{:.1}) | |",
             ss[0][k],
-            ss[2][k],
-            ss[2][k] - ss[0][k],
-            ss[3][k],
-            ss[3][k] - ss[0][k]
+            grpc[k],
+            grpc[k] - ss[0][k],
+            quic[k],
+            quic[k] - ss[0][k]
         )?;
     }
-    if let [_, _, _, _, grpc, quic] = &ss[..] {
+    if let Some((grpc, quic)) = polled {
         for (label, k) in [("p50", 0), ("p99", 1)] {
             writeln!(
                 out,
@@ -495,9 +591,9 @@ fn bench(cli: &Cli) -> Result<String> {
     writeln!(
         out,
         "| the whole path: LoadGen, QDL, link, node, batcher, device and back | {:.1} / {:.1} | {:.1} / {:.1} |",
-        ss[2][0], ss[2][1], ss[3][0], ss[3][1]
+        grpc[0], grpc[1], quic[0], quic[1]
     )?;
-    if let [_, _, _, _, grpc, quic] = &ss[..] {
+    if let Some((grpc, quic)) = polled {
         writeln!(
             out,
             "| the whole path, idle CPUs polling (`--cpu-latency-us 0`) | {:.1} / {:.1} | {:.1} / {:.1} |",
@@ -505,36 +601,54 @@ fn bench(cli: &Cli) -> Result<String> {
         )?;
     }
     writeln!(out)?;
+    write_floors(&mut out, &floors, through, query_bytes, cli.pings)?;
+    Ok(out)
+}
+
+/// The floor table: for each tuning (the node's I/O threads, the idle
+/// CPUs) and each transport, the bare echo's p50 / p99, the whole path
+/// through netdiv, and what netdiv adds above the floor.
+fn write_floors(
+    out: &mut String,
+    floors: &[(Route, [(f64, f64); 2])],
+    through: impl Fn(Route) -> [f64; 3],
+    query_bytes: usize,
+    pings: usize,
+) -> Result<()> {
     writeln!(
         out,
         "The floor beside it: a bare echo of the query's {query_bytes} bytes, to another \
          process, on each transport with the same runtime and settings (tokio TCP for gRPC, \
-         one quinn stream for QUIC), {} round trips; and what netdiv adds above it (the \
-         whole path minus the floor; goal: at most 30 µs at p50 and 60 µs at p99).",
-        cli.pings
+         one quinn stream for QUIC; the echo server's threads as the node's I/O threads, \
+         the idle CPUs as in the run), {pings} round trips; and what netdiv adds above it \
+         (the whole path minus the floor; goal: at most 30 µs at p50 and 60 µs at p99). \
+         p50 / p99, µs."
     )?;
     writeln!(out)?;
-    writeln!(out, "| | gRPC (TCP) | QUIC |")?;
-    writeln!(out, "|---|---|---|")?;
     writeln!(
         out,
-        "| the floor: a bare echo (p50 / p99, µs) | {:.1} / {:.1} | {:.1} / {:.1} |",
-        floor[0].0, floor[0].1, floor[1].0, floor[1].1
+        "| transport | tuning | the floor: a bare echo | the whole path through netdiv | netdiv adds |"
     )?;
-    writeln!(
-        out,
-        "| the whole path through netdiv (p50 / p99, µs) | {:.1} / {:.1} | {:.1} / {:.1} |",
-        ss[2][0], ss[2][1], ss[3][0], ss[3][1]
-    )?;
-    writeln!(
-        out,
-        "| netdiv adds above the floor (p50 / p99, µs) | +{:.1} / +{:.1} | +{:.1} / +{:.1} |",
-        ss[2][0] - floor[0].0,
-        ss[2][1] - floor[0].1,
-        ss[3][0] - floor[1].0,
-        ss[3][1] - floor[1].1
-    )?;
-    Ok(out)
+    writeln!(out, "|---|---|---|---|---|")?;
+    for (i, setup) in [Setup::Grpc, Setup::Quic].into_iter().enumerate() {
+        for (route, floor) in floors {
+            let route = Route { setup, ..*route };
+            let (floor, path) = (floor[i], through(route));
+            writeln!(
+                out,
+                "| {} | {} | {:.1} / {:.1} | {:.1} / {:.1} | {:+.1} / {:+.1} |",
+                setup.name(),
+                route.tuning(),
+                floor.0,
+                floor.1,
+                path[0],
+                path[1],
+                path[0] - floor.0,
+                path[1] - floor.1
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// The size of the message a SingleStream query of one 4-byte sample
@@ -555,8 +669,15 @@ fn one_sample_query_bytes() -> usize {
 }
 
 /// p50 and p99 of `count` echoes of `size` bytes over each transport, in
-/// µs: [TCP, QUIC].
-fn echo_floor(dir: &Path, size: usize, count: usize) -> Result<[(f64, f64); 2]> {
+/// µs: [TCP, QUIC]; the echo server's threads as `route`'s node's I/O
+/// threads, and idle CPUs held polling while it runs if `route` polls.
+fn echo_floor(dir: &Path, size: usize, count: usize, route: Route) -> Result<[(f64, f64); 2]> {
+    let _polling = route
+        .polling
+        .then(|| sut_node::host::cpu_latency::CpuLatencyRequest::hold(0))
+        .transpose()
+        .context("holding idle CPUs polling for the floor")?;
+    let io_threads = route.one_io_thread.then_some(1);
     let mut floor = [(0.0, 0.0); 2];
     for (i, transport) in [EchoTransport::Tcp, EchoTransport::Quic]
         .into_iter()
@@ -564,7 +685,7 @@ fn echo_floor(dir: &Path, size: usize, count: usize) -> Result<[(f64, f64); 2]> 
     {
         let certs = dir.join(format!("echo-{}", transport.name()));
         std::fs::create_dir_all(&certs)?;
-        let server = EchoServer::start(transport, &certs)?;
+        let server = EchoServer::start(transport, &certs, io_threads)?;
         let times = echo::round_trips(transport, server.addr, &certs, size, count)
             .with_context(|| format!("the {} echo", transport.name()))?;
         floor[i] = percentiles(times);
