@@ -45,6 +45,14 @@ async fn grpc_messages(
     grpc_collect(node, cert, queries, |got| got.len() >= expected).await
 }
 
+/// The answers of 64 queries of one sample each, sent over gRPC at once.
+async fn sixty_four_single_sample_queries(node: &NodeProcess) -> Vec<pb::Completion> {
+    let queries = (0..64)
+        .map(|q| plain_query(q, q, &inputs(1, q as u8)))
+        .collect();
+    grpc_infer(node, ClientCert::None, queries).await.unwrap()
+}
+
 fn assert_outputs(completions: &[pb::Completion], inputs: &[Vec<u8>], first_id: u64) {
     assert_eq!(completions.len(), inputs.len(), "one completion per sample");
     let mut seen = vec![false; inputs.len()];
@@ -290,16 +298,7 @@ async fn batching_forms_batches_under_load() {
         ],
     )
     .unwrap();
-    let got = grpc_infer(
-        &node,
-        ClientCert::None,
-        (0..64)
-            .map(|q| plain_query(q, q, &inputs(1, q as u8)))
-            .collect(),
-    )
-    .await
-    .unwrap();
-    assert_eq!(got.len(), 64);
+    assert_eq!(sixty_four_single_sample_queries(&node).await.len(), 64);
     let info = grpc_client(&node, ClientCert::None)
         .await
         .unwrap()
@@ -334,16 +333,7 @@ async fn io_threads_set_the_threads_of_the_nodes_network_io() {
     )
     .unwrap();
     assert_eq!(one.io_threads, 1);
-    let got = grpc_infer(
-        &one,
-        ClientCert::None,
-        (0..64)
-            .map(|q| plain_query(q, q, &inputs(1, q as u8)))
-            .collect(),
-    )
-    .await
-    .unwrap();
-    assert_eq!(got.len(), 64);
+    assert_eq!(sixty_four_single_sample_queries(&one).await.len(), 64);
     let Err(refused) = NodeProcess::start(
         "io-zero",
         None,
