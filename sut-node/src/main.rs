@@ -37,11 +37,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    let mut runtime = tokio::runtime::Builder::new_multi_thread();
-    if let Some(threads) = config.io_threads {
-        runtime.worker_threads(threads);
-    }
-    let runtime = runtime.enable_all().build().expect("tokio runtime");
+    let runtime = sut_node::server::io_runtime(config.io_threads).expect("tokio runtime");
     let result = runtime.block_on(run(cli, config));
     // A stop while a serving engine was still loading leaves the wait for
     // it on a blocking thread: do not wait for that thread.

@@ -121,11 +121,7 @@ impl Drop for EchoServer {
 /// its stdin closes (the parent ended). `io_threads`: the runtime's
 /// threads, one per CPU when `None`, as a sut-node's.
 pub fn serve(transport: EchoTransport, dir: &Path, io_threads: Option<usize>) -> Result<()> {
-    let mut runtime = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = io_threads {
-        runtime.worker_threads(n);
-    }
-    let runtime = runtime.enable_all().build()?;
+    let runtime = sut_node::server::io_runtime(io_threads)?;
     runtime.block_on(async {
         let addr: SocketAddr = "127.0.0.1:0".parse()?;
         let server = match transport {

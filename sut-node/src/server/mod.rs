@@ -19,6 +19,17 @@ use crate::node::Node;
 /// larger messages, still far below the message size limit.
 pub const COMPLETIONS_PER_MESSAGE: usize = 4096;
 
+/// The async runtime the servers run on: `io_threads` workers, one per
+/// CPU when `None` (`--io-threads`). The floor benchmarks' echo builds
+/// its runtime here too, so it runs on what the node runs on.
+pub fn io_runtime(io_threads: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = io_threads {
+        runtime.worker_threads(threads);
+    }
+    runtime.enable_all().build()
+}
+
 /// Whether a client's protocol version is this node's.
 pub fn version_mismatch(client: u32) -> Option<String> {
     (client != PROTOCOL_VERSION).then(|| {
