@@ -87,6 +87,12 @@ pub(crate) struct Cli {
     /// a query's answer is not handed between I/O threads.
     #[arg(long, value_name = "N")]
     pub(crate) io_threads: Option<usize>,
+    /// Run each query's samples on the I/O thread that received it, as
+    /// batches of the query's own samples, not on device threads: two
+    /// thread hand-offs fewer per query, for SingleStream and MultiStream.
+    /// Implies --io-threads 1; batch backends (synthetic, onnx) only.
+    #[arg(long)]
+    pub(crate) run_on_io_thread: bool,
     /// LLM cost model: prefill time per prompt token, in microseconds
     /// [default: 20].
     #[arg(long, value_name = "US", help_heading = LLM_FLAGS)]
@@ -217,6 +223,9 @@ fn flags_over_file(cli: &Cli, file: &mut FileConfig) -> Result<()> {
     }
     if let Some(n) = cli.io_threads {
         file.io_threads = Some(n);
+    }
+    if cli.run_on_io_thread {
+        file.run_on_io_thread = Some(true);
     }
     Ok(())
 }

@@ -46,6 +46,9 @@ pub struct FileConfig {
     /// Threads that run the node's network I/O (its servers' async
     /// runtime); one per CPU by default.
     pub io_threads: Option<usize>,
+    /// Run each query's samples on the I/O thread that received it
+    /// (batch backends; implies one I/O thread).
+    pub run_on_io_thread: Option<bool>,
     /// What runs the model.
     pub backend: Option<BackendKind>,
     /// The synthetic backend's cost model.
@@ -117,6 +120,9 @@ pub struct NodeConfig {
     /// One thread saves a latency-bound scenario the hand-offs between
     /// I/O threads; more decode large inputs side by side.
     pub io_threads: Option<usize>,
+    /// Run each query's samples on the I/O thread that received it, not
+    /// on device threads: two thread hand-offs fewer per query.
+    pub run_on_io_thread: bool,
     /// What runs the model.
     pub backend: BackendConfig,
     /// SUT-side batching.
@@ -146,6 +152,11 @@ impl NodeConfig {
         if file.io_threads == Some(0) {
             bail!("io_threads (--io-threads) must be at least 1");
         }
+        let run_on_io_thread = file.run_on_io_thread.unwrap_or(false);
+        let io_threads = match run_on_io_thread {
+            true => Some(io_threads_for_samples(&file, &benchmark)?),
+            false => file.io_threads,
+        };
         let limits = Limits::from_config(&file.limits, &benchmark)?;
         let max_sample_bytes = file
             .max_sample_bytes
@@ -164,12 +175,36 @@ impl NodeConfig {
             benchmark,
             response_codec,
             max_sample_bytes,
-            io_threads: file.io_threads,
+            io_threads,
+            run_on_io_thread,
             limits,
             backend,
             batching: file.batching,
         })
     }
+}
+
+/// The I/O threads of a node that runs its samples on its I/O thread:
+/// one, so that a query and its batch stay on the thread that received
+/// it. Refused: another thread count, a batching wait (a batch is the
+/// query's own samples; nothing waits for company), a benchmark whose
+/// samples stream tokens.
+fn io_threads_for_samples(file: &FileConfig, benchmark: &Benchmark) -> Result<usize> {
+    const KEY: &str = "run_on_io_thread (--run-on-io-thread)";
+    if let Some(n) = file.io_threads.filter(|&n| n != 1) {
+        bail!("{KEY} runs samples on the node's one I/O thread, but io_threads (--io-threads) is {n}: give 1 or leave it out");
+    }
+    if file.batching.max_wait_us != 0 {
+        bail!(
+            "{KEY} batches each query's own samples and waits for no others, but \
+             batching.max_wait_us (--max-batch-wait-us) is {}: leave it out",
+            file.batching.max_wait_us
+        );
+    }
+    if benchmark.uses_token_latencies() {
+        bail!("{KEY} runs whole batches, but benchmark {benchmark} streams tokens from device threads");
+    }
+    Ok(1)
 }
 
 /// The benchmark of a node started without one.
@@ -246,6 +281,30 @@ mod tests {
         assert_eq!(back.backend, Some(BackendKind::Onnx));
         assert_eq!(back.synthetic, file.synthetic);
         assert_eq!(back.onnx, file.onnx);
+    }
+
+    #[test]
+    fn samples_on_the_io_thread_take_one_io_thread_and_no_batching_wait() {
+        let config = resolved("run_on_io_thread = true\n").unwrap();
+        assert!(config.run_on_io_thread);
+        assert_eq!(config.io_threads, Some(1));
+        let config = resolved("run_on_io_thread = true\nio_threads = 1\n").unwrap();
+        assert_eq!(config.io_threads, Some(1));
+        assert!(!resolved("").unwrap().run_on_io_thread);
+        for (text, names) in [
+            ("run_on_io_thread = true\nio_threads = 2\n", "io_threads"),
+            (
+                "run_on_io_thread = true\n[batching]\nmax_wait_us = 100\n",
+                "max_wait_us",
+            ),
+            (
+                "run_on_io_thread = true\nbenchmark = \"llama2-70b\"\n",
+                "llama2-70b",
+            ),
+        ] {
+            let e = resolved(text).unwrap_err().to_string();
+            assert!(e.contains("run_on_io_thread") && e.contains(names), "{e}");
+        }
     }
 
     #[test]

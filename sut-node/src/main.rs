@@ -113,6 +113,7 @@ async fn run(cli: Cli, config: NodeConfig) -> Result<()> {
         max_sample_bytes: config.max_sample_bytes,
         batching: config.batching,
         limits: config.limits,
+        run_on_io_thread: config.run_on_io_thread,
     };
     // A serving engine may take minutes to load its model: wait for it
     // off the runtime's threads, and let a stop signal end the wait.
@@ -242,6 +243,7 @@ fn report_ready(cli: &Cli, tls: Option<&TlsFiles>, node: &Node, servers: &Server
             tls: tls_mode.to_string(),
             backend: backend.clone(),
             io_threads,
+            run_on_io_thread: node.settings().run_on_io_thread,
             pid: std::process::id(),
         };
         sut_node::ready::write(path, &ready)?;
@@ -255,6 +257,7 @@ fn report_ready(cli: &Cli, tls: Option<&TlsFiles>, node: &Node, servers: &Server
         tls = tls_mode,
         backend = %backend,
         io_threads,
+        run_on_io_thread = node.settings().run_on_io_thread,
         "listening"
     );
     let status = format!(

@@ -1,9 +1,11 @@
 //! The node's core, shared by both transports: accept a query's samples
-//! (decoding is timed SUT work), queue them for the device threads, and
-//! send exactly one completion per sample back to the connection it came
-//! from. For a benchmark with token latencies the device threads run the
-//! LLM backend, and each sample's first token goes to the same connection
-//! first. Nothing is kept once a sample is answered.
+//! (decoding is timed SUT work), queue them for the device threads (or,
+//! with `run_on_io_thread`, run them on the I/O thread that received
+//! them), and send exactly one completion per sample back to the
+//! connection it came from. For a benchmark with token latencies the
+//! device threads run the LLM backend, and each sample's first token goes
+//! to the same connection first. Nothing is kept once a sample is
+//! answered.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -18,7 +20,7 @@ use netdiv_proto::sample::{
 use netdiv_proto::{pb, Benchmark, Direction};
 use tokio::sync::watch;
 
-use crate::backend::device::{BatchDevice, Device, DeviceEvent, DeviceQueue, Sink};
+use crate::backend::device::{run_batch, BatchDevice, Device, DeviceEvent, DeviceQueue, Sink};
 use crate::backend::synthetic_llm::SyntheticLlmBackend;
 use crate::backend::{check_benchmark, Backend, BackendConfig, BackendError};
 use crate::batcher::BatchPolicy;
@@ -42,6 +44,11 @@ pub struct NodeSettings {
     pub batching: BatchPolicy,
     /// What the node takes on at once.
     pub limits: Limits,
+    /// Run each query's samples on the I/O thread that received it, as
+    /// batches of the query's own samples, instead of handing them to
+    /// device threads: a latency-bound scenario saves two thread
+    /// hand-offs per query. Batch backends only.
+    pub run_on_io_thread: bool,
 }
 
 /// One accepted sample on its way through a device: its decoded input,
@@ -92,6 +99,9 @@ pub struct Node {
     settings: NodeSettings,
     device: NodeDevice,
     queue: Mutex<Option<mpsc::Sender<WorkItem>>>,
+    /// The backend the I/O thread runs samples on, when the node runs
+    /// them there (`run_on_io_thread`); no device threads then.
+    io_thread_backend: Option<Arc<dyn Backend>>,
     accepting: AtomicBool,
     /// Set by `stop_devices`: token sequences still running are dropped.
     stopped: AtomicBool,
@@ -136,8 +146,12 @@ impl Node {
     /// Starts a node whose backend answers the way its benchmark is
     /// measured: streamed tokens exactly when it has token latencies, and
     /// an LLM backend built for that very benchmark.
+    /// With `run_on_io_thread` the device must run whole batches.
     pub fn launch(settings: NodeSettings, device: NodeDevice) -> Result<Arc<Node>, BackendError> {
         check_benchmark(&*device, &settings.benchmark)?;
+        if settings.run_on_io_thread && device.batch_backend().is_none() {
+            return Err(BackendError::NotOnIoThread(device.kind()));
+        }
         Ok(Node::start_unchecked(settings, device))
     }
 
@@ -155,11 +169,19 @@ impl Node {
 
     fn start_unchecked(settings: NodeSettings, device: NodeDevice) -> Arc<Node> {
         let (tx, rx) = mpsc::channel::<WorkItem>();
-        let threads = device.threads();
+        let io_thread_backend = settings
+            .run_on_io_thread
+            .then(|| device.batch_backend())
+            .flatten();
+        let threads = match io_thread_backend {
+            Some(_) => 0,
+            None => device.threads(),
+        };
         let node = Arc::new(Node {
             settings,
             device,
             queue: Mutex::new(Some(tx)),
+            io_thread_backend,
             accepting: AtomicBool::new(true),
             stopped: AtomicBool::new(false),
             in_flight: AtomicU64::new(0),
@@ -342,6 +364,7 @@ impl Node {
         self.metrics.query(count, bytes);
         let queue = self.queue.lock().expect("queue").clone();
         let capacity = self.capacity();
+        let mut here = Vec::new();
         for sample in query.samples {
             let id = sample.response_id;
             let Some(queue) = queue
@@ -394,7 +417,9 @@ impl Node {
                         reply: reply.clone(),
                         cancel,
                     };
-                    if let Err(refused) = queue.send(item) {
+                    if self.io_thread_backend.is_some() {
+                        here.push(item);
+                    } else if let Err(refused) = queue.send(item) {
                         self.finish_one(&refused.0);
                         self.answer(reply, declined_completion(id, "node is shutting down"));
                     }
@@ -410,7 +435,21 @@ impl Node {
                 }
             }
         }
+        if let Some(backend) = &self.io_thread_backend {
+            self.run_here(&**backend, here);
+        }
         count
+    }
+
+    /// Runs a query's accepted samples on this thread (the I/O thread
+    /// that received them), in batches of at most the policy's size.
+    fn run_here(&self, backend: &dyn Backend, mut samples: Vec<WorkItem>) {
+        let max = self.settings.batching.max_batch_size.max(1);
+        while !samples.is_empty() {
+            let rest = samples.split_off(samples.len().min(max));
+            run_batch(backend, 0, samples, &|event| self.device_event(event));
+            samples = rest;
+        }
     }
 
     /// Samples the node holds at most before it declines more: its
@@ -539,6 +578,7 @@ mod tests {
                 max_sample_bytes: 1 << 20,
                 batching: BatchPolicy::default(),
                 limits: Limits::defaults(&Benchmark::parse(benchmark).unwrap()),
+                run_on_io_thread: false,
             },
             Arc::new(SyntheticBackend::new(SyntheticConfig::default())),
         )
@@ -552,6 +592,7 @@ mod tests {
             max_sample_bytes: 1 << 20,
             batching: BatchPolicy::default(),
             limits: Limits::defaults(&Benchmark::parse(benchmark).unwrap()),
+            run_on_io_thread: false,
         }
     }
 

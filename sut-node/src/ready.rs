@@ -1,7 +1,7 @@
 //! The `--ready-file`: once a node listens it writes one JSON object (its
-//! name, addresses, TLS mode, backend, I/O threads, pid) there,
-//! atomically; whoever started it (a script, the embedded default, the
-//! tests) waits for it.
+//! name, addresses, TLS mode, backend, I/O threads and whether samples
+//! run on them, pid) there, atomically; whoever started it (a script, the
+//! embedded default, the tests) waits for it.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -29,6 +29,8 @@ pub struct Ready {
     /// The threads its network I/O runs on (`--io-threads`), as its
     /// runtime counts them.
     pub io_threads: usize,
+    /// Whether it runs samples on its I/O thread (`--run-on-io-thread`).
+    pub run_on_io_thread: bool,
     /// Its process id.
     pub pid: u32,
 }

@@ -25,6 +25,8 @@ pub struct NodeProcess {
     pub metrics: Option<SocketAddr>,
     /// The threads its network I/O runs on, as its ready file says.
     pub io_threads: usize,
+    /// Whether it runs samples on its I/O thread, as its ready file says.
+    pub run_on_io_thread: bool,
     /// The --dev-tls directory, when TLS is on.
     pub certs: Option<PathBuf>,
     /// The node's stderr (JSON log records), a file removed with the node
@@ -95,6 +97,7 @@ impl NodeProcess {
             quic: ready.quic,
             metrics: ready.metrics,
             io_threads: ready.io_threads,
+            run_on_io_thread: ready.run_on_io_thread,
             name: name.to_string(),
             certs: certs.map(Path::to_path_buf),
             child,

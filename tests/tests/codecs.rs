@@ -53,6 +53,7 @@ async fn node_runs(benchmark: Benchmark, codec: Codec) -> Result<bool> {
             max_sample_bytes: 1 << 20,
             batching: Default::default(),
             limits: sut_node::limits::Limits::defaults(&benchmark),
+            run_on_io_thread: false,
         },
         &BackendConfig {
             llm: LlmConfig::zero_cost(),

@@ -348,6 +348,72 @@ async fn io_threads_set_the_threads_of_the_nodes_network_io() {
     );
 }
 
+/// `--run-on-io-thread`: a node on one I/O thread and no device thread
+/// (none in its process), each query's samples run as batches of that
+/// query's own, at most `--max-batch-size`, every sample answered once
+/// with its own output; what cannot run that way is refused by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_on_io_thread_runs_each_querys_samples_where_it_arrived() {
+    let node = NodeProcess::start(
+        "on-io",
+        None,
+        &[
+            "--transport",
+            "grpc",
+            "--run-on-io-thread",
+            "--max-batch-size",
+            "4",
+        ],
+    )
+    .unwrap();
+    assert_eq!((node.io_threads, node.run_on_io_thread), (1, true));
+    let threads = thread_names(node.child.id());
+    assert!(
+        !threads.iter().any(|t| t.starts_with("device-")),
+        "device threads run: {threads:?}"
+    );
+    let ten = inputs(10, 3);
+    let completions = grpc_infer(&node, ClientCert::None, vec![plain_query(1, 100, &ten)])
+        .await
+        .unwrap();
+    assert_outputs(&completions, &ten, 100);
+    assert_eq!(sixty_four_single_sample_queries(&node).await.len(), 64);
+    let info = grpc_client(&node, ClientCert::None)
+        .await
+        .unwrap()
+        .info(pb::InfoRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    // 10 samples as 4 + 4 + 2, then 64 alone.
+    assert_eq!((info.samples_run, info.batches_run), (74, 67), "{info:?}");
+    assert_eq!(info.largest_batch, 4);
+    for (args, names) in [
+        (&["--io-threads", "2"][..], "io_threads (--io-threads) is 2"),
+        (&["--max-batch-wait-us", "50"][..], "max_wait_us"),
+        (&["--benchmark", "llama2-70b"][..], "llama2-70b"),
+    ] {
+        let args = [&["--transport", "grpc", "--run-on-io-thread"][..], args].concat();
+        let Err(refused) = NodeProcess::start("on-io-refused", None, &args) else {
+            panic!("a node started with {args:?}");
+        };
+        let refused = refused.to_string();
+        assert!(
+            refused.contains("run_on_io_thread (--run-on-io-thread)") && refused.contains(names),
+            "{refused}"
+        );
+    }
+}
+
+/// The names of a process's threads.
+fn thread_names(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .map(|task| std::fs::read_to_string(task.unwrap().path().join("comm")).unwrap())
+        .map(|name| name.trim().to_string())
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_samples_get_per_sample_errors_and_the_node_keeps_serving() {
     let dir = test_dir("sut-cfg").unwrap();

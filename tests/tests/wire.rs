@@ -135,7 +135,8 @@ fn bytes_per_cpu_smoke_fills_its_table() -> Result<()> {
 /// cell of its table is filled in (each transport's first Server probe has
 /// a verdict, Offline and SingleStream figures are numbers above zero),
 /// with the floor beside the latency: a bare echo on each transport, for
-/// the nodes' default I/O threads and for `--io-threads 1`.
+/// the nodes' default I/O threads, `--io-threads 1` and
+/// `--run-on-io-thread`.
 #[test]
 fn wire_bench_smoke_fills_its_table() -> Result<()> {
     let stdout = quick_run(env!("CARGO_BIN_EXE_wire-bench"))?;
@@ -176,10 +177,10 @@ fn wire_bench_smoke_fills_its_table() -> Result<()> {
         }
     }
     // The floor beside the latency: for each transport and each tuning
-    // (the node's I/O threads; idle CPUs polling too, as root), a bare
-    // echo, the whole path and what netdiv adds above the floor, each
-    // measured (p50 / p99).
-    let tunings = if polling { 4 } else { 2 };
+    // (the node's default I/O threads, one, samples on it; idle CPUs
+    // polling too, as root), a bare echo, the whole path and what netdiv
+    // adds above the floor, each measured (p50 / p99).
+    let tunings = if polling { 6 } else { 3 };
     for transport in ["gRPC", "QUIC"] {
         let rows: Vec<Vec<String>> = stdout
             .lines()

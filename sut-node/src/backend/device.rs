@@ -194,6 +194,12 @@ pub trait Device<T: Work>: Send + Sync {
     }
     /// Runs device thread `thread` until `queue` ends.
     fn run(self: Arc<Self>, thread: usize, queue: &mut dyn DeviceQueue<T>, sink: &Sink<T>);
+    /// The backend under a device that runs whole batches, which a node
+    /// may run on its I/O thread ([`run_batch`]); `None` for a device
+    /// that streams tokens on its own threads.
+    fn batch_backend(&self) -> Option<Arc<dyn Backend>> {
+        None
+    }
 }
 
 /// What runs the model, a batch at a time.
@@ -248,20 +254,36 @@ impl<T: Work> Device<T> for BatchDevice {
 
     fn run(self: Arc<Self>, thread: usize, queue: &mut dyn DeviceQueue<T>, sink: &Sink<T>) {
         while let Some(batch) = queue.batch() {
-            let inputs: Vec<&[u8]> = batch.iter().map(|w| w.as_ref()).collect();
-            let started = Instant::now();
-            let outputs = self.backend.run(thread, &inputs);
-            sink(DeviceEvent::Batch {
-                samples: batch.len(),
-                seconds: started.elapsed().as_secs_f64(),
-            });
-            let mut outputs = outputs.into_iter();
-            for item in batch {
-                sink(match outputs.next().unwrap_or(Err(SampleError::Missing)) {
-                    Ok(output) => DeviceEvent::Output { item, output },
-                    Err(error) => DeviceEvent::Failed { item, error },
-                });
-            }
+            run_batch(&*self.backend, thread, batch, &**sink);
         }
+    }
+
+    fn batch_backend(&self) -> Option<Arc<dyn Backend>> {
+        Some(self.backend.clone())
+    }
+}
+
+/// Runs one batch on `device` of `backend`, on the calling thread: a
+/// device thread's, or a node's I/O thread's when it runs its samples
+/// there. Says the batch ran, then each sample's output or failure.
+pub fn run_batch<T: Work>(
+    backend: &dyn Backend,
+    device: usize,
+    batch: Vec<T>,
+    sink: &dyn Fn(DeviceEvent<'_, T>),
+) {
+    let inputs: Vec<&[u8]> = batch.iter().map(|w| w.as_ref()).collect();
+    let started = Instant::now();
+    let outputs = backend.run(device, &inputs);
+    sink(DeviceEvent::Batch {
+        samples: batch.len(),
+        seconds: started.elapsed().as_secs_f64(),
+    });
+    let mut outputs = outputs.into_iter();
+    for item in batch {
+        sink(match outputs.next().unwrap_or(Err(SampleError::Missing)) {
+            Ok(output) => DeviceEvent::Output { item, output },
+            Err(error) => DeviceEvent::Failed { item, error },
+        });
     }
 }

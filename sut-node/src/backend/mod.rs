@@ -134,6 +134,13 @@ pub enum BackendError {
     /// A batch was asked of a backend that only streams tokens.
     #[error("backend {0} streams tokens: start the node with Node::from_config")]
     StreamsTokens(&'static str),
+    /// Samples on the I/O thread asked of a device that streams tokens on
+    /// its own threads.
+    #[error(
+        "run_on_io_thread (--run-on-io-thread) runs whole batches on the node's I/O thread, \
+         but backend {0} streams tokens on its own threads"
+    )]
+    NotOnIoThread(&'static str),
 }
 
 /// Streaming backends for token benchmarks, batch backends for the rest.

@@ -23,8 +23,9 @@
 //! * The floor beside it: a bare echo of the query's size to another
 //!   process over each transport, with the same runtime and settings
 //!   (`netdiv_tests::echo`), and what netdiv adds above it; for the
-//!   nodes as they start by default and for a node with `--io-threads 1`
-//!   (one more per transport), the echo's server with as many threads.
+//!   nodes as they start by default, for a node with `--io-threads 1` and
+//!   for one with `--run-on-io-thread` (one more of each per transport),
+//!   the echo's server with as many threads as the node's I/O.
 //! * When this process may write `/dev/cpu_dma_latency` (root), the whole
 //!   path again with `loadgen-node run --cpu-latency-us 0`: idle CPUs poll
 //!   instead of halting while it runs, which shows what the wake-ups of
@@ -138,14 +139,59 @@ enum Target {
     Network(Route),
 }
 
+/// How the nodes a run goes through were started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NodeTuning {
+    /// As they start by default: I/O threads one per CPU, samples run on
+    /// device threads.
+    Default,
+    /// `--io-threads 1`: one thread for their network I/O.
+    OneIoThread,
+    /// `--run-on-io-thread`: samples run on the one I/O thread that
+    /// received them, no device thread.
+    OnIoThread,
+}
+
+impl NodeTuning {
+    const ALL: [NodeTuning; 3] = [
+        NodeTuning::Default,
+        NodeTuning::OneIoThread,
+        NodeTuning::OnIoThread,
+    ];
+
+    /// The node's flags.
+    fn flags(self) -> &'static [&'static str] {
+        match self {
+            NodeTuning::Default => &[],
+            NodeTuning::OneIoThread => &["--io-threads", "1"],
+            NodeTuning::OnIoThread => &["--run-on-io-thread"],
+        }
+    }
+
+    /// The threads of the node's network I/O, as its echo gets them.
+    fn io_threads(self) -> Option<usize> {
+        match self {
+            NodeTuning::Default => None,
+            NodeTuning::OneIoThread | NodeTuning::OnIoThread => Some(1),
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            NodeTuning::Default => "node I/O threads one per CPU",
+            NodeTuning::OneIoThread => "node `--io-threads 1`",
+            NodeTuning::OnIoThread => "node `--run-on-io-thread`",
+        }
+    }
+}
+
 /// A run through the QDL: the transport, and how the machine and the
 /// node are tuned for latency.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Route {
     setup: Setup,
-    /// The nodes run `--io-threads 1` (one thread for their network I/O)
-    /// instead of one per CPU.
-    one_io_thread: bool,
+    /// How its nodes were started.
+    node: NodeTuning,
     /// `--cpu-latency-us 0` held by the LoadGen node for the machine
     /// (every process of the bench): idle CPUs poll instead of halting.
     polling: bool,
@@ -156,7 +202,7 @@ impl Route {
     fn plain(setup: Setup) -> Route {
         Route {
             setup,
-            one_io_thread: false,
+            node: NodeTuning::Default,
             polling: false,
         }
     }
@@ -165,11 +211,7 @@ impl Route {
     fn tuning(self) -> String {
         format!(
             "{}, idle CPUs {}",
-            if self.one_io_thread {
-                "node `--io-threads 1`"
-            } else {
-                "node I/O threads one per CPU"
-            },
+            self.node.label(),
             if self.polling {
                 "polling (`--cpu-latency-us 0`)"
             } else {
@@ -193,8 +235,8 @@ struct Bench<'a> {
     cli: &'a Cli,
     dir: &'a Path,
     clusters: BenchClusters,
-    /// One node per transport started with `--io-threads 1`.
-    one_io_thread: BenchClusters,
+    /// One node per transport for each other tuning, as each says.
+    tuned: Vec<(NodeTuning, BenchClusters)>,
 }
 
 impl Bench<'_> {
@@ -223,10 +265,11 @@ impl Bench<'_> {
             Target::Null => args.extend(["--sut".into(), "null".into()]),
             Target::InProcess => args.extend(zero_cost_in_process_flags()),
             Target::Network(route) => {
-                let clusters = match route.one_io_thread {
-                    true => &self.one_io_thread,
-                    false => &self.clusters,
-                };
+                let clusters = self
+                    .tuned
+                    .iter()
+                    .find(|(tuning, _)| *tuning == route.node)
+                    .map_or(&self.clusters, |(_, clusters)| clusters);
                 let flags = clusters.flags(route.setup).context("a network setup")?;
                 args.extend(if one_node {
                     only_first_node(flags)
@@ -312,17 +355,24 @@ fn bench(cli: &Cli) -> Result<String> {
     loadgen_node_bin()?;
     let dir = test_dir("wire-bench")?;
     let clusters = BenchClusters::start(&dir, &["wire-a", "wire-b"], &zero_cost_node("null"), &[])?;
-    let one_io_thread = BenchClusters::start(
-        &dir.join("one-io-thread"),
-        &["wire-io1"],
-        &zero_cost_node("null"),
-        &["--io-threads", "1"],
-    )?;
+    let mut tuned = Vec::new();
+    for (tuning, name) in [
+        (NodeTuning::OneIoThread, "wire-io1"),
+        (NodeTuning::OnIoThread, "wire-on-io"),
+    ] {
+        let nodes = BenchClusters::start(
+            &dir.join(name),
+            &[name],
+            &zero_cost_node("null"),
+            tuning.flags(),
+        )?;
+        tuned.push((tuning, nodes));
+    }
     let bench = Bench {
         cli,
         dir: &dir,
         clusters,
-        one_io_thread,
+        tuned,
     };
     let network = [Setup::Grpc, Setup::Quic];
     let ms = cli.seconds * 1000;
@@ -396,18 +446,18 @@ fn bench(cli: &Cli) -> Result<String> {
         .set("*.SingleStream.target_latency", 1)
         .set("*.SingleStream.min_duration", 0)
         .set("*.SingleStream.min_query_count", cli.seconds * 10_000);
-    // Through the QDL: the nodes as they start by default and with one
-    // I/O thread; each again with idle CPUs polling, where this process
-    // may ask for it.
+    // Through the QDL: the nodes as they start by default, with one I/O
+    // thread, and running samples on it; each again with idle CPUs
+    // polling, where this process may ask for it.
     let polling = sut_node::host::cpu_latency::CpuLatencyRequest::hold(0).map(drop);
     let routes: Vec<Route> = [false, true]
         .into_iter()
         .filter(|&polling_too| !polling_too || polling.is_ok())
         .flat_map(|polling| {
-            [false, true].into_iter().flat_map(move |one_io_thread| {
+            NodeTuning::ALL.into_iter().flat_map(move |node| {
                 network.map(|setup| Route {
                     setup,
-                    one_io_thread,
+                    node,
                     polling,
                 })
             })
@@ -479,7 +529,7 @@ fn bench(cli: &Cli) -> Result<String> {
     let mut out = String::new();
     writeln!(
         out,
-        "Two sut-nodes per transport (one for SingleStream, and a third with `--io-threads 1`), synthetic backend at zero cost, \
+        "Two sut-nodes per transport (one for SingleStream), and one more with `--io-threads 1` and one with `--run-on-io-thread`, synthetic backend at zero cost, \
          4-byte samples (`--benchmark null`), loopback; Server probes {} s each with a {} ms \
          bound, searched to {} %; Offline {} s runs, SingleStream {} queries; median of {} runs.",
         cli.seconds,
@@ -677,7 +727,7 @@ fn echo_floor(dir: &Path, size: usize, count: usize, route: Route) -> Result<[(f
         .then(|| sut_node::host::cpu_latency::CpuLatencyRequest::hold(0))
         .transpose()
         .context("holding idle CPUs polling for the floor")?;
-    let io_threads = route.one_io_thread.then_some(1);
+    let io_threads = route.node.io_threads();
     let mut floor = [(0.0, 0.0); 2];
     for (i, transport) in [EchoTransport::Tcp, EchoTransport::Quic]
         .into_iter()

@@ -492,6 +492,7 @@ impl RunPlan {
                     max_sample_bytes: u64::MAX,
                     batching,
                     limits: sut_node::limits::Limits::defaults(store.benchmark()),
+                    run_on_io_thread: false,
                 },
                 backend,
             )?;
