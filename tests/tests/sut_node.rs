@@ -53,6 +53,17 @@ async fn sixty_four_single_sample_queries(node: &NodeProcess) -> Vec<pb::Complet
     grpc_infer(node, ClientCert::None, queries).await.unwrap()
 }
 
+/// The node's `Info`, over a new gRPC connection.
+async fn node_info(node: &NodeProcess) -> pb::NodeInfo {
+    grpc_client(node, ClientCert::None)
+        .await
+        .unwrap()
+        .info(pb::InfoRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+}
+
 fn assert_outputs(completions: &[pb::Completion], inputs: &[Vec<u8>], first_id: u64) {
     assert_eq!(completions.len(), inputs.len(), "one completion per sample");
     let mut seen = vec![false; inputs.len()];
@@ -299,13 +310,7 @@ async fn batching_forms_batches_under_load() {
     )
     .unwrap();
     assert_eq!(sixty_four_single_sample_queries(&node).await.len(), 64);
-    let info = grpc_client(&node, ClientCert::None)
-        .await
-        .unwrap()
-        .info(pb::InfoRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let info = node_info(&node).await;
     assert_eq!(info.samples_run, 64);
     assert!(info.largest_batch > 1, "no batch formed: {info:?}");
     assert!(info.batches_run < 64, "every sample ran alone: {info:?}");
@@ -378,13 +383,7 @@ async fn run_on_io_thread_runs_each_querys_samples_where_it_arrived() {
         .unwrap();
     assert_outputs(&completions, &ten, 100);
     assert_eq!(sixty_four_single_sample_queries(&node).await.len(), 64);
-    let info = grpc_client(&node, ClientCert::None)
-        .await
-        .unwrap()
-        .info(pb::InfoRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let info = node_info(&node).await;
     // 10 samples as 4 + 4 + 2, then 64 alone.
     assert_eq!((info.samples_run, info.batches_run), (74, 67), "{info:?}");
     assert_eq!(info.largest_batch, 4);
@@ -934,13 +933,7 @@ async fn llama2_70b_streams_first_tokens_then_completions_over_grpc_and_quic() {
     let certs = test_dir("sut-certs").unwrap();
     let node =
         NodeProcess::start("llm-a", Some(certs.path()), &["--benchmark", "llama2-70b"]).unwrap();
-    let info = grpc_client(&node, ClientCert::None)
-        .await
-        .unwrap()
-        .info(pb::InfoRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let info = node_info(&node).await;
     assert_eq!(
         (info.backend.as_str(), info.benchmark.as_str()),
         ("synthetic-llm", "llama2-70b")
@@ -969,13 +962,7 @@ async fn llama2_70b_streams_first_tokens_then_completions_over_grpc_and_quic() {
     // count may trail the last answer by a moment.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     let info = loop {
-        let info = grpc_client(&node, ClientCert::None)
-            .await
-            .unwrap()
-            .info(pb::InfoRequest {})
-            .await
-            .unwrap()
-            .into_inner();
+        let info = node_info(&node).await;
         if info.samples_run >= 11 || std::time::Instant::now() > deadline {
             break info;
         }
