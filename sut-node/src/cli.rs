@@ -90,7 +90,8 @@ pub(crate) struct Cli {
     /// Run each query's samples on the I/O thread that received it, as
     /// batches of the query's own samples, not on device threads: two
     /// thread hand-offs fewer per query, for SingleStream and MultiStream.
-    /// Implies --io-threads 1; batch backends (synthetic, onnx) only.
+    /// Implies --io-threads 1; batch backends (synthetic, onnx) of one
+    /// device only.
     #[arg(long)]
     pub(crate) run_on_io_thread: bool,
     /// LLM cost model: prefill time per prompt token, in microseconds

@@ -47,7 +47,7 @@ pub struct NodeSettings {
     /// Run each query's samples on the I/O thread that received it, as
     /// batches of the query's own samples, instead of handing them to
     /// device threads: a latency-bound scenario saves two thread
-    /// hand-offs per query. Batch backends only.
+    /// hand-offs per query. Batch backends of one device only.
     pub run_on_io_thread: bool,
 }
 
@@ -146,11 +146,20 @@ impl Node {
     /// Starts a node whose backend answers the way its benchmark is
     /// measured: streamed tokens exactly when it has token latencies, and
     /// an LLM backend built for that very benchmark.
-    /// With `run_on_io_thread` the device must run whole batches.
+    /// With `run_on_io_thread` the device must run whole batches, on one
+    /// device (the one I/O thread runs them all).
     pub fn launch(settings: NodeSettings, device: NodeDevice) -> Result<Arc<Node>, BackendError> {
         check_benchmark(&*device, &settings.benchmark)?;
-        if settings.run_on_io_thread && device.batch_backend().is_none() {
-            return Err(BackendError::NotOnIoThread(device.kind()));
+        if settings.run_on_io_thread {
+            let backend = device
+                .batch_backend()
+                .ok_or(BackendError::NotOnIoThread(device.kind()))?;
+            if backend.devices() > 1 {
+                return Err(BackendError::IoThreadDevices {
+                    backend: backend.kind(),
+                    devices: backend.devices(),
+                });
+            }
         }
         Ok(Node::start_unchecked(settings, device))
     }

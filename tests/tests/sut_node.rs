@@ -356,7 +356,9 @@ async fn io_threads_set_the_threads_of_the_nodes_network_io() {
 /// `--run-on-io-thread`: a node on one I/O thread and no device thread
 /// (none in its process), each query's samples run as batches of that
 /// query's own, at most `--max-batch-size`, every sample answered once
-/// with its own output; what cannot run that way is refused by name.
+/// with its own output; what cannot run that way (another I/O thread
+/// count, a batching wait, a token benchmark, a backend of two devices)
+/// is refused by name.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_on_io_thread_runs_each_querys_samples_where_it_arrived() {
     let node = NodeProcess::start(
@@ -387,10 +389,17 @@ async fn run_on_io_thread_runs_each_querys_samples_where_it_arrived() {
     // 10 samples as 4 + 4 + 2, then 64 alone.
     assert_eq!((info.samples_run, info.batches_run), (74, 67), "{info:?}");
     assert_eq!(info.largest_batch, 4);
+    let dir = test_dir("on-io").unwrap();
+    let two_devices = dir.join("node.toml");
+    std::fs::write(&two_devices, "[synthetic]\ndevices = 2\n").unwrap();
     for (args, names) in [
         (&["--io-threads", "2"][..], "io_threads (--io-threads) is 2"),
         (&["--max-batch-wait-us", "50"][..], "max_wait_us"),
         (&["--benchmark", "llama2-70b"][..], "llama2-70b"),
+        (
+            &["--config", two_devices.to_str().unwrap()][..],
+            "2 devices",
+        ),
     ] {
         let args = [&["--transport", "grpc", "--run-on-io-thread"][..], args].concat();
         let Err(refused) = NodeProcess::start("on-io-refused", None, &args) else {

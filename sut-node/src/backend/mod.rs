@@ -141,6 +141,18 @@ pub enum BackendError {
          but backend {0} streams tokens on its own threads"
     )]
     NotOnIoThread(&'static str),
+    /// Samples on the I/O thread run on one device; the backend has more.
+    #[error(
+        "run_on_io_thread (--run-on-io-thread) runs every batch on the node's one I/O thread, \
+         on one device, but backend {backend} has {devices} devices: give it one, or leave \
+         run_on_io_thread off"
+    )]
+    IoThreadDevices {
+        /// The backend kind.
+        backend: &'static str,
+        /// Its devices.
+        devices: usize,
+    },
 }
 
 /// Streaming backends for token benchmarks, batch backends for the rest.
