@@ -114,7 +114,64 @@ impl NodeProcess {
     pub fn events(&self) -> Vec<serde_json::Value> {
         crate::log_records::parse(&self.stderr())
     }
+
+    /// `step`'s result, or an error naming `step` and ending with the
+    /// node's last log lines if it takes longer than [`STEP_LIMIT`]: a
+    /// client that waits on a node without a bound would turn a lost
+    /// answer into the test runner's anonymous timeout.
+    pub async fn within<T>(
+        &self,
+        step: &str,
+        work: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        match tokio::time::timeout(STEP_LIMIT, work).await {
+            Ok(result) => result.with_context(|| format!("{step} (node {})", self.name)),
+            Err(_) => bail!(
+                "{step} did not finish within {} s; node {}'s log ends:\n{}",
+                STEP_LIMIT.as_secs(),
+                self.name,
+                crate::text::tail(&self.stderr(), 20)
+            ),
+        }
+    }
+    /// Waits (up to `limit`) until the node's gRPC health says `wanted`
+    /// for its service, asking every 200 ms; blocks the calling thread.
+    pub fn wait_for_health(
+        &self,
+        wanted: tonic_health::pb::health_check_response::ServingStatus,
+        limit: std::time::Duration,
+    ) -> Result<()> {
+        use tonic_health::pb::{health_client::HealthClient, HealthCheckRequest};
+        let addr = self.grpc.context("no gRPC address")?;
+        tokio::runtime::Runtime::new()?.block_on(async {
+            let channel = Channel::from_shared(format!("http://{addr}"))?
+                .connect()
+                .await?;
+            let mut health = HealthClient::new(channel);
+            let start = std::time::Instant::now();
+            loop {
+                let asked = HealthCheckRequest {
+                    service: "netdiv.v1.SutNode".into(),
+                };
+                let status = health.check(asked).await?.into_inner().status;
+                if status == wanted as i32 {
+                    return Ok(());
+                }
+                anyhow::ensure!(
+                    start.elapsed() < limit,
+                    "node {} health is {status}, not {wanted:?}, after {limit:?}",
+                    self.name
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+        })
+    }
 }
+
+/// How long one step of a test's talk with a node may take (a handshake,
+/// a query of a few samples): far above what it takes on a loaded CI
+/// machine, far below the test runner's hang guard.
+pub const STEP_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Drop for NodeProcess {
     fn drop(&mut self) {

@@ -35,8 +35,6 @@ use sut_node::backend::openai::{OpenaiConfig, PromptCache};
 use sut_node::backend::BackendKind;
 use sut_node::config::FileConfig;
 use tonic_health::pb::health_check_response::ServingStatus;
-use tonic_health::pb::health_client::HealthClient;
-use tonic_health::pb::HealthCheckRequest;
 
 /// Fixed-length prompts, so the test can rebuild each sample's ids.
 const PROMPT_TOKENS: usize = 32;
@@ -356,9 +354,9 @@ fn an_engine_killed_mid_run_fails_its_samples_and_the_restarted_engine_serves_ag
     // The node's health follows its engine's: down, then back after the
     // engine is restarted on the same port.
     let node = &cluster.nodes[0];
-    wait_for_health(node, ServingStatus::NotServing)?;
+    node.wait_for_health(ServingStatus::NotServing, Duration::from_secs(10))?;
     engine.restart()?;
-    wait_for_health(node, ServingStatus::Serving)?;
+    node.wait_for_health(ServingStatus::Serving, Duration::from_secs(10))?;
 
     // The same node serves again.
     let dir2 = dir.join("after-restart");
@@ -372,36 +370,6 @@ fn an_engine_killed_mid_run_fails_its_samples_and_the_restarted_engine_serves_ag
     check_valid(&run)
         .with_context(|| format!("after the engine's restart, in {}", dir2.display()))?;
     Ok(())
-}
-
-/// Waits (up to 10 s) until the node's gRPC health says `wanted`.
-fn wait_for_health(node: &NodeProcess, wanted: ServingStatus) -> Result<()> {
-    let addr = node.grpc.context("no gRPC address")?;
-    tokio::runtime::Runtime::new()?.block_on(async {
-        let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))?
-            .connect()
-            .await?;
-        let mut health = HealthClient::new(channel);
-        let start = Instant::now();
-        loop {
-            let status = health
-                .check(HealthCheckRequest {
-                    service: "netdiv.v1.SutNode".into(),
-                })
-                .await?
-                .into_inner()
-                .status;
-            if status == wanted as i32 {
-                return Ok(());
-            }
-            ensure!(
-                start.elapsed() < Duration::from_secs(10),
-                "node {} health is {status}, not {wanted:?}, after 10 s",
-                node.name
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    })
 }
 
 /// A gRPC sut-node with `config` in front of the engine at `url`.

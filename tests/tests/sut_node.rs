@@ -708,39 +708,44 @@ async fn mtls_refuses_clients_without_a_valid_certificate() {
         NodeProcess::start("mtls-a", Some(certs.path()), &["--require-client-cert"]).unwrap();
     let data = inputs(2, 5);
     // With the client certificate: both transports work.
-    assert_outputs(
-        &grpc_infer(&node, ClientCert::Dev, vec![plain_query(1, 1, &data)])
-            .await
-            .unwrap(),
-        &data,
-        1,
+    let answer = node.within(
+        "a gRPC query with the client certificate",
+        grpc_infer(&node, ClientCert::Dev, vec![plain_query(1, 1, &data)]),
     );
-    let conn = quic_connect(&node, ClientCert::Dev, netdiv_proto::ALPN)
-        .await
-        .unwrap();
-    assert_outputs(
-        &quic_query(&conn, plain_query(2, 10, &data)).await.unwrap(),
-        &data,
-        10,
-    );
+    assert_outputs(&answer.await.unwrap(), &data, 1);
+    let answer = node.within("a QUIC query with the client certificate", async {
+        let conn = quic_connect(&node, ClientCert::Dev, netdiv_proto::ALPN).await?;
+        quic_query(&conn, plain_query(2, 10, &data)).await
+    });
+    assert_outputs(&answer.await.unwrap(), &data, 10);
     // Without it: refused on both, by the TLS alert that names the reason.
-    grpc_infer(&node, ClientCert::None, vec![plain_query(3, 20, &data)])
+    let refused = node.within(
+        "a gRPC query without a client certificate",
+        grpc_infer(&node, ClientCert::None, vec![plain_query(3, 20, &data)]),
+    );
+    let refused = refused
         .await
         .expect_err("a client without a certificate was served over gRPC");
-    let refused = tokio::task::spawn_blocking({
+    assert!(
+        !refused.to_string().contains("did not finish within"),
+        "{refused:?}"
+    );
+    let refused = node.within("a bare TLS handshake without a client certificate", async {
         let grpc = node.grpc;
         let certs = node.certs.clone();
-        move || netdiv_tests::sut_client::grpc_tls_refusal_at(grpc, certs.as_deref())
-    })
-    .await
-    .unwrap()
-    .unwrap()
-    .expect("the gRPC listener let a client without a certificate stay connected");
+        let blocking =
+            move || netdiv_tests::sut_client::grpc_tls_refusal_at(grpc, certs.as_deref());
+        tokio::task::spawn_blocking(blocking).await?
+    });
+    let refused = refused
+        .await
+        .unwrap()
+        .expect("the gRPC listener let a client without a certificate stay connected");
     assert_certificate_required(&anyhow::anyhow!(refused));
-    let refused = async {
+    let refused = node.within("a QUIC query without a client certificate", async {
         let conn = quic_connect(&node, ClientCert::None, netdiv_proto::ALPN).await?;
         quic_query(&conn, plain_query(4, 30, &data)).await
-    };
+    });
     let refused = refused
         .await
         .expect_err("a client without a certificate was served over QUIC");
