@@ -21,14 +21,12 @@ vllm=$!
 # The tests are then pointed at them (tests/src/binaries.rs reads these
 # variables), so no test starts a cargo build of its own.
 prebuild() {
-  local target=${CARGO_TARGET_DIR:-target}
-  [[ $target == /* ]] || target=$PWD/$target
-  cargo build --release -p loadgen-node --bin loadgen-node -p sut-node --bin sut-node
-  cargo build --release -p loadgen-node --bin loadgen-node --features loadgen-node/official \
-    --target-dir "$target/official"
-  export NETDIV_LOADGEN_NODE=$target/release/loadgen-node
-  export NETDIV_SUT_NODE=$target/release/sut-node
-  export NETDIV_LOADGEN_NODE_OFFICIAL=$target/official/release/loadgen-node
+  local built
+  built=$(bash deploy/release/build-daemons.sh)
+  NETDIV_SUT_NODE=$(sed -n 1p <<<"$built")
+  NETDIV_LOADGEN_NODE=$(sed -n 2p <<<"$built")
+  NETDIV_LOADGEN_NODE_OFFICIAL=$(sed -n 3p <<<"$built")
+  export NETDIV_SUT_NODE NETDIV_LOADGEN_NODE NETDIV_LOADGEN_NODE_OFFICIAL
   NETDIV_OFFICIAL_DRIVER=$(bash tests/official/fetch-build.sh | tail -n 1)
   export NETDIV_OFFICIAL_DRIVER
   for round in v5.1 v5.0; do
@@ -40,12 +38,12 @@ prebuild() {
 # too) and rustdoc's (broken links) fail the run like a failing test; the
 # tests run either way, so one run shows everything.
 lint() {
-  local target=${CARGO_TARGET_DIR:-target}
   local failed=0
   cargo fmt --all --check || failed=1
   cargo clippy --workspace --all-targets --release -- -D warnings || failed=1
+  # In the same target directory: only loadgen-node is checked again.
   cargo clippy --release -p loadgen-node --all-targets --features loadgen-node/official \
-    --target-dir "$target/official" -- -D warnings || failed=1
+    -- -D warnings || failed=1
   RUSTDOCFLAGS="-D warnings -A rustdoc::private-intra-doc-links" \
     cargo doc --no-deps --workspace --release --document-private-items || failed=1
   if [ "$failed" != 0 ]; then

@@ -51,19 +51,13 @@ done
 
 version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' "$repo/Cargo.toml")
 [[ -n $version ]] || die "no [workspace.package] version in Cargo.toml"
-target=${CARGO_TARGET_DIR:-$repo/target}
-if [[ -z $sut_bin ]]; then
-    # Both daemons in one build, as tests/run-all.sh builds them: the same
-    # feature set, so a checkout already built builds nothing again.
-    say "building sut-node (cargo build --release)"
-    (cd "$repo" && cargo build --release -p loadgen-node --bin loadgen-node -p sut-node --bin sut-node)
-    sut_bin=$target/release/sut-node
-fi
-if [[ -z $loadgen_bin ]]; then
-    say "building loadgen-node with the official LoadGen (--features official)"
-    (cd "$repo" && cargo build --release -p loadgen-node --bin loadgen-node \
-        --features loadgen-node/official --target-dir "$target/official")
-    loadgen_bin=$target/official/release/loadgen-node
+if [[ -z $sut_bin || -z $loadgen_bin ]]; then
+    # As tests/run-all.sh builds them, so a checkout it built builds
+    # nothing again.
+    say "building sut-node and loadgen-node with the official LoadGen (--features official)"
+    built=$(bash "$here/build-daemons.sh")
+    [[ -n $sut_bin ]] || sut_bin=$(sed -n 1p <<<"$built")
+    [[ -n $loadgen_bin ]] || loadgen_bin=$(sed -n 3p <<<"$built")
 fi
 for bin in "$sut_bin" "$loadgen_bin"; do
     [[ -x $bin ]] || die "$bin is not an executable file"
