@@ -126,14 +126,15 @@ impl NodeProcess {
     ) -> Result<T> {
         match tokio::time::timeout(STEP_LIMIT, work).await {
             Ok(result) => result.with_context(|| format!("{step} (node {})", self.name)),
-            Err(_) => bail!(
-                "{step} did not finish within {} s; node {}'s log ends:\n{}",
-                STEP_LIMIT.as_secs(),
-                self.name,
-                crate::text::tail(&self.stderr(), 20)
-            ),
+            Err(_) => Err(StepTimedOut {
+                step: step.to_string(),
+                node: self.name.clone(),
+                log_tail: crate::text::tail(&self.stderr(), 20),
+            }
+            .into()),
         }
     }
+
     /// Waits (up to `limit`) until the node's gRPC health says `wanted`
     /// for its service, asking every 200 ms; blocks the calling thread.
     pub fn wait_for_health(
@@ -172,6 +173,31 @@ impl NodeProcess {
 /// a query of a few samples): far above what it takes on a loaded CI
 /// machine, far below the test runner's hang guard.
 pub const STEP_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A step of [`NodeProcess::within`] that outlived [`STEP_LIMIT`]: a
+/// type of its own, so a test that expects a step to fail can tell a
+/// refusal from a hang.
+#[derive(Debug)]
+pub struct StepTimedOut {
+    pub step: String,
+    pub node: String,
+    pub log_tail: String,
+}
+
+impl std::fmt::Display for StepTimedOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} did not finish within {} s; node {}'s log ends:\n{}",
+            self.step,
+            STEP_LIMIT.as_secs(),
+            self.node,
+            self.log_tail
+        )
+    }
+}
+
+impl std::error::Error for StepTimedOut {}
 
 impl Drop for NodeProcess {
     fn drop(&mut self) {
