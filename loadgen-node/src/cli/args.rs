@@ -542,6 +542,13 @@ pub(crate) struct NetworkArgs {
     /// thread and loses a hand-off between them to each answer; else 2].
     #[arg(long, value_name = "N")]
     pub(crate) io_threads: Option<usize>,
+    /// How long the QDL's I/O thread polls for the LoadGen's next query
+    /// after handing over the last answer in flight, in microseconds
+    /// (0: it sleeps at once) [default: 50 for SingleStream and
+    /// MultiStream, whose next query follows at once; 0 for Server and
+    /// Offline].
+    #[arg(long, value_name = "US", value_parser = clap::value_parser!(u64).range(0..=1000))]
+    pub(crate) poll_next_query_us: Option<u64>,
     /// The sut-node program the embedded default starts [default:
     /// $NETDIV_SUT_NODE, else sut-node next to this program, else on PATH].
     #[arg(long, value_name = "FILE")]

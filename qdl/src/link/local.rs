@@ -33,7 +33,10 @@ pub trait InProcessNode: Send + Sync + 'static {
     /// count for a token model. Called on the QDL's I/O runtime (it may
     /// spawn tasks there). The node drops `answers` once the returned path
     /// is dropped and every query on it is answered; dropping it sooner
-    /// says the node is gone.
+    /// says the node is gone. The thread that hands over the last answer
+    /// in flight may stay in [`NodeAnswers::send`] a moment, polling for
+    /// the next query (`QdlConfig::poll_next_query`): it must hold no
+    /// lock the returned path takes.
     fn open(&self, answers: NodeAnswers) -> QueryPath;
 }
 

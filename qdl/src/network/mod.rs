@@ -59,6 +59,11 @@ pub struct QdlConfig {
     pub max_message_bytes: usize,
     /// Threads for network I/O and response decoding.
     pub io_threads: usize,
+    /// How long the thread that hands the LoadGen its last outstanding
+    /// completion polls for the next query before it may sleep (zero: it
+    /// does not). In SingleStream and MultiStream the next query follows
+    /// at once, and a sleeping I/O thread puts a wake-up on its path.
+    pub poll_next_query: Duration,
     /// Submission mode: a node that fails ends the run with an error
     /// instead of its samples going to the others.
     pub no_failover: bool,
@@ -102,6 +107,13 @@ pub mod defaults {
     pub const MAX_PIECE_BYTES: u64 = 4 << 20;
     /// Threads for network I/O in Server and Offline.
     pub const IO_THREADS: usize = 2;
+    /// How long the I/O thread polls for the next query after the last
+    /// outstanding completion, in SingleStream and MultiStream (the
+    /// LoadGen issues the next one at once; `QdlConfig::poll_next_query`).
+    /// On a 2-CPU VM a 20 µs poll now and then gave up before the next
+    /// query came, and left the p99 where it was without one; 50 µs did
+    /// not (docs/benchmarks.md, "The QDL polls for the next query").
+    pub const LATENCY_POLL_NEXT_QUERY: Duration = Duration::from_micros(50);
     /// A node holding samples that completes none for this long fails.
     pub const NODE_TIMEOUT: Duration = Duration::from_secs(60);
     /// The wait before the first attempt to bring a failed node back.
@@ -128,6 +140,7 @@ impl QdlConfig {
             max_piece_bytes: defaults::MAX_PIECE_BYTES,
             max_message_bytes: netdiv_proto::transport::MAX_MESSAGE_BYTES,
             io_threads: defaults::IO_THREADS,
+            poll_next_query: Duration::ZERO,
             no_failover: false,
             node_timeout: Some(defaults::NODE_TIMEOUT),
             rejoin: Some(Backoff::default()),
@@ -390,6 +403,7 @@ impl NetworkSut {
             config.max_message_bytes as u64,
         );
         router.no_failover = config.no_failover;
+        router.poll_next_query = config.poll_next_query;
         let router = Arc::new(router);
         for (i, link) in router.current_links().iter().enumerate() {
             let events: Arc<dyn LinkEvents> = Arc::new(CurrentLink {

@@ -75,7 +75,12 @@ pub(super) struct QueryRouter {
     max_response_bytes: u64,
     /// Submission mode: a node that fails ends the run (no failover).
     pub(super) no_failover: bool,
+    /// `QdlConfig::poll_next_query`.
+    pub(super) poll_next_query: Duration,
     next_query: AtomicU64,
+    /// Queries handed to links, counted so that a thread polling for the
+    /// LoadGen's next query sees it handed over, not only issued.
+    handed_over: AtomicU64,
     /// Set at the end of a run: links closing then are not failures.
     pub(super) closing: AtomicBool,
     pub(super) completed: AtomicU64,
@@ -138,7 +143,9 @@ impl QueryRouter {
             max_piece_bytes,
             max_response_bytes,
             no_failover: false,
+            poll_next_query: Duration::ZERO,
             next_query: AtomicU64::new(1),
+            handed_over: AtomicU64::new(0),
             closing: AtomicBool::new(false),
             completed: AtomicU64::new(0),
             late_answers: AtomicU64::new(0),
@@ -337,6 +344,7 @@ impl QueryRouter {
             self.traffic[node].sent(query.samples.len() as u64, wire, decoded);
             self.window.sent();
             self.link(node).send(query);
+            self.handed_over.fetch_add(1, Ordering::Release);
         }
         for (node, id, index) in missing {
             self.fail_samples(
@@ -635,7 +643,8 @@ impl QueryRouter {
     /// Completions from `node`: those that count go to their sinks, free
     /// room for what waits, and are timed.
     fn outputs_of(&self, node: usize, ids: &[u64], outputs: &[&Output]) {
-        let (tags, sends) = {
+        let handed_over = self.handed_over.load(Ordering::Acquire);
+        let (tags, sends, last) = {
             let mut pool = self.lock_pool();
             // Only answers that count are timed (the sample is
             // outstanding here); the pool decides, as before.
@@ -645,13 +654,36 @@ impl QueryRouter {
                     self.traffic[node].completed(t, now, output.n_tokens);
                 }
             }
-            pool.complete(node, ids)
+            let (tags, sends) = pool.complete(node, ids);
+            // Counted only where it is used: in_flight sums every node.
+            let last =
+                !self.poll_next_query.is_zero() && pool.in_flight() == 0 && pool.queued() == 0;
+            (tags, sends, last)
         };
         self.send(sends);
         let late = self.deliver(outputs, tags, |sink, batch| sink.complete(batch));
         self.completed
             .fetch_add(ids.len() as u64 - late, Ordering::Relaxed);
         self.late_answers.fetch_add(late, Ordering::Relaxed);
+        if last {
+            self.poll_for_next_query(handed_over);
+        }
+    }
+
+    /// Spins, up to `poll_next_query`, until a query after the first
+    /// `handed_over` reaches a link: the thread then goes on to send it
+    /// instead of sleeping and being woken for it.
+    fn poll_for_next_query(&self, handed_over: u64) {
+        if self.poll_next_query.is_zero() {
+            return;
+        }
+        let start = Instant::now();
+        while self.handed_over.load(Ordering::Acquire) == handed_over {
+            if start.elapsed() >= self.poll_next_query {
+                return;
+            }
+            std::hint::spin_loop();
+        }
     }
 
     /// `node` declined these samples: it gets no more work until it

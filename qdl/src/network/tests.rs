@@ -45,7 +45,7 @@ impl QslBytes for Samples {
 /// What arrives at a scripted node, and where its answers go.
 #[derive(Default)]
 struct Script {
-    answers: Option<NodeAnswers>,
+    answers: Option<Arc<NodeAnswers>>,
     samples: Vec<u64>,
     cancelled: Vec<u64>,
     opened: usize,
@@ -95,8 +95,9 @@ impl ScriptedNode {
 
     /// Sends one message of answers on the current path.
     fn send(&self, completions: Vec<pb::Completion>) {
-        let script = self.script();
-        let answers = script.answers.as_ref().expect("a path is open");
+        // Not under the script's lock: the thread that hands over the
+        // last answer may poll for the next query, which needs the lock.
+        let answers = self.script().answers.clone().expect("a path is open");
         answers.send(pb::CompletionBatch {
             completions,
             tokens_generated: 0,
@@ -161,7 +162,7 @@ impl InProcessNode for Scripted {
 
     fn open(&self, answers: NodeAnswers) -> QueryPath {
         let mut script = self.0.script();
-        script.answers = Some(answers);
+        script.answers = Some(Arc::new(answers));
         script.opened += 1;
         let path = OpenPath {
             node: self.0.clone(),
@@ -509,4 +510,68 @@ fn a_lost_node_in_submission_mode_fails_the_run_and_moves_nothing() {
 fn sorted(mut ids: Vec<u64>) -> Vec<u64> {
     ids.sort_unstable();
     ids
+}
+
+/// Answers `ids` on a thread of its own, as a link's I/O thread would,
+/// and says when that thread is done with the answer.
+fn answer_on_a_thread(node: &Arc<ScriptedNode>, ids: Vec<u64>) -> std::sync::mpsc::Receiver<()> {
+    let (done, returned) = std::sync::mpsc::channel();
+    let node = node.clone();
+    std::thread::spawn(move || {
+        node.answer(&ids);
+        let _ = done.send(());
+    });
+    returned
+}
+
+#[test]
+fn the_last_answers_thread_polls_until_the_next_query_is_handed_over() {
+    const LONG: Duration = Duration::from_secs(60);
+    let nodes = nodes(1, "resnet50");
+    let qdl = qdl(&nodes, "resnet50", 4, |c| c.poll_next_query = LONG);
+    let sink = issue(&qdl, 0..1);
+    let returned = answer_on_a_thread(&nodes[0], nodes[0].take_samples(1));
+    sink.wait_for_completions(1);
+    // The LoadGen has its answer; the answering thread waits for more.
+    assert!(
+        returned.recv_timeout(Duration::from_millis(100)).is_err(),
+        "the thread that handed over the last answer returned without polling"
+    );
+    issue(&qdl, 1..2);
+    returned
+        .recv_timeout(WAIT)
+        .expect("the poll ends once the next query is handed over");
+    assert_eq!(nodes[0].take_samples(1).len(), 1);
+}
+
+#[test]
+fn the_poll_for_the_next_query_is_bounded_and_only_after_the_last_answer() {
+    // Bounded: no next query, and the thread still returns.
+    let nodes = nodes(1, "resnet50");
+    let qdl = qdl(&nodes, "resnet50", 4, |c| {
+        c.poll_next_query = Duration::from_millis(20)
+    });
+    let sink = issue(&qdl, 0..1);
+    let returned = answer_on_a_thread(&nodes[0], nodes[0].take_samples(1));
+    sink.wait_for_completions(1);
+    returned.recv_timeout(WAIT).expect("the poll is bounded");
+
+    // Not while another piece is still out: the first half's answer
+    // returns at once although the poll would last seconds.
+    let nodes = self::nodes(2, "resnet50");
+    let qdl = halves(&nodes, |c| c.poll_next_query = Duration::from_secs(5));
+    let sink = issue(&qdl, 0..8);
+    let first = nodes[0].take_samples(4);
+    let second = nodes[1].take_samples(4);
+    answer_on_a_thread(&nodes[0], first)
+        .recv_timeout(Duration::from_secs(2))
+        .expect("no poll while samples are in flight");
+    // The second half is the last: its thread polls, and the LoadGen
+    // does not wait for that; the next query ends the poll.
+    let last = answer_on_a_thread(&nodes[1], second);
+    sink.wait_for_completions(8);
+    assert!(sink.completions().values().all(|&n| n == 1));
+    issue(&qdl, 0..1);
+    last.recv_timeout(WAIT)
+        .expect("the poll ends once the next query is handed over");
 }

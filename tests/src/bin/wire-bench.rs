@@ -206,6 +206,10 @@ struct Route {
     /// `--cpu-latency-us 0` held by the LoadGen node for the machine
     /// (every process of the bench): idle CPUs poll instead of halting.
     polling: bool,
+    /// The QDL polls for the next query after the last answer, as it
+    /// does by default in SingleStream; false runs with
+    /// `--poll-next-query-us 0`, to show what the poll takes off.
+    qdl_polls: bool,
 }
 
 impl Route {
@@ -215,18 +219,24 @@ impl Route {
             setup,
             node: NodeTuning::Default,
             polling: false,
+            qdl_polls: true,
         }
     }
 
     /// How the node and the machine are tuned, in words.
     fn tuning(self) -> String {
         format!(
-            "{}, idle CPUs {}",
+            "{}, idle CPUs {}{}",
             self.node.label(),
             if self.polling {
                 "polling (`--cpu-latency-us 0`)"
             } else {
                 "halting"
+            },
+            if self.qdl_polls {
+                ""
+            } else {
+                ", QDL not polling for the next query (`--poll-next-query-us 0`)"
             }
         )
     }
@@ -289,6 +299,9 @@ impl Bench<'_> {
                 });
                 if route.polling {
                     args.extend(["--cpu-latency-us".into(), "0".into()]);
+                }
+                if !route.qdl_polls {
+                    args.extend(["--poll-next-query-us".into(), "0".into()]);
                 }
             }
         }
@@ -458,9 +471,10 @@ fn bench(cli: &Cli) -> Result<String> {
         .set("*.SingleStream.min_query_count", cli.seconds * 10_000);
     // Through the QDL: the nodes as they start by default, with one I/O
     // thread, and running samples on it; each again with idle CPUs
-    // polling, where this process may ask for it.
+    // polling, where this process may ask for it; and the lowest-latency
+    // tuning once more with the QDL not polling for the next query.
     let polling = sut_node::host::cpu_latency::CpuLatencyRequest::hold(0).map(drop);
-    let routes: Vec<Route> = [false, true]
+    let mut routes: Vec<Route> = [false, true]
         .into_iter()
         .filter(|&polling_too| !polling_too || polling.is_ok())
         .flat_map(|polling| {
@@ -469,10 +483,19 @@ fn bench(cli: &Cli) -> Result<String> {
                     setup,
                     node,
                     polling,
+                    qdl_polls: true,
                 })
             })
         })
         .collect();
+    if polling.is_ok() {
+        routes.extend(network.map(|setup| Route {
+            setup,
+            node: NodeTuning::OnIoThread,
+            polling: true,
+            qdl_polls: false,
+        }));
+    }
     let single_targets: Vec<Target> = [Target::Null, Target::InProcess]
         .into_iter()
         .chain(routes.iter().copied().map(Target::Network))

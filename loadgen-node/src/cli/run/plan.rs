@@ -451,6 +451,7 @@ impl RunPlan {
         let mut config = self.qdl.config(nodes, &self.benchmark)?;
         config.no_failover = self.submission_mode;
         config.io_threads = self.qdl.io_threads_for(scenario);
+        config.poll_next_query = self.qdl.poll_next_query_for(scenario);
         Ok(config)
     }
 
@@ -681,6 +682,8 @@ pub(crate) struct QdlPlan {
     dispatch: Option<qdl::DispatchPolicy>,
     /// `--io-threads`, if given.
     io_threads: Option<usize>,
+    /// `--poll-next-query-us`, if given.
+    poll_next_query: Option<Duration>,
     /// `--expand-dns`: one node per address a name resolves to.
     expand_dns: bool,
 }
@@ -723,6 +726,7 @@ impl QdlPlan {
             base,
             dispatch: n.dispatch,
             io_threads: n.io_threads,
+            poll_next_query: n.poll_next_query_us.map(Duration::from_micros),
             expand_dns: n.expand_dns,
         })
     }
@@ -784,6 +788,19 @@ impl QdlPlan {
             Scenario::Server | Scenario::Offline => qdl::defaults::IO_THREADS,
         })
     }
+
+    /// How long the QDL polls for the next query after the last answer in
+    /// flight: `--poll-next-query-us`, else a short while in SingleStream
+    /// and MultiStream (the next query follows at once) and not at all in
+    /// Server and Offline (queries overlap, or there is one).
+    pub(crate) fn poll_next_query_for(&self, scenario: Scenario) -> Duration {
+        self.poll_next_query.unwrap_or(match scenario {
+            Scenario::SingleStream | Scenario::MultiStream => {
+                qdl::defaults::LATENCY_POLL_NEXT_QUERY
+            }
+            Scenario::Server | Scenario::Offline => Duration::ZERO,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -798,6 +815,45 @@ mod tests {
             panic!("run")
         };
         target(&run)
+    }
+
+    #[test]
+    fn the_qdl_polls_for_the_next_query_only_in_the_latency_bound_scenarios() {
+        let plan = |flags: &[&str]| {
+            let args = ["loadgen-node", "run"].iter().chain(flags);
+            let Command::Run(run) = Cli::try_parse_from(args).unwrap().command else {
+                panic!("run")
+            };
+            QdlPlan::from_args(&run.network).unwrap()
+        };
+        let default = plan(&[]);
+        for (scenario, poll) in [
+            (
+                Scenario::SingleStream,
+                qdl::defaults::LATENCY_POLL_NEXT_QUERY,
+            ),
+            (
+                Scenario::MultiStream,
+                qdl::defaults::LATENCY_POLL_NEXT_QUERY,
+            ),
+            (Scenario::Server, Duration::ZERO),
+            (Scenario::Offline, Duration::ZERO),
+        ] {
+            assert_eq!(default.poll_next_query_for(scenario), poll, "{scenario:?}");
+        }
+        let off = plan(&["--poll-next-query-us", "0"]);
+        assert_eq!(
+            off.poll_next_query_for(Scenario::SingleStream),
+            Duration::ZERO
+        );
+        let set = plan(&["--poll-next-query-us", "75"]);
+        assert_eq!(
+            set.poll_next_query_for(Scenario::Offline),
+            Duration::from_micros(75)
+        );
+        let args = ["loadgen-node", "run", "--poll-next-query-us", "1001"];
+        let err = Cli::try_parse_from(args).unwrap_err().to_string();
+        assert!(err.contains("--poll-next-query-us"), "{err}");
     }
 
     #[test]
