@@ -344,7 +344,10 @@ impl QueryRouter {
             self.traffic[node].sent(query.samples.len() as u64, wire, decoded);
             self.window.sent();
             self.link(node).send(query);
-            self.handed_over.fetch_add(1, Ordering::Release);
+            // Counted only where a thread may poll for it.
+            if !self.poll_next_query.is_zero() {
+                self.handed_over.fetch_add(1, Ordering::Release);
+            }
         }
         for (node, id, index) in missing {
             self.fail_samples(
@@ -643,8 +646,7 @@ impl QueryRouter {
     /// Completions from `node`: those that count go to their sinks, free
     /// room for what waits, and are timed.
     fn outputs_of(&self, node: usize, ids: &[u64], outputs: &[&Output]) {
-        let handed_over = self.handed_over.load(Ordering::Acquire);
-        let (tags, sends, last) = {
+        let (tags, sends, poll_from) = {
             let mut pool = self.lock_pool();
             // Only answers that count are timed (the sample is
             // outstanding here); the pool decides, as before.
@@ -655,17 +657,20 @@ impl QueryRouter {
                 }
             }
             let (tags, sends) = pool.complete(node, ids);
-            // Counted only where it is used: in_flight sums every node.
+            // The last answer in flight: the queries handed over so far,
+            // read before the LoadGen has the answer and can issue more.
+            // Checked only when polling (in_flight sums every node).
             let last =
                 !self.poll_next_query.is_zero() && pool.in_flight() == 0 && pool.queued() == 0;
-            (tags, sends, last)
+            let poll_from = last.then(|| self.handed_over.load(Ordering::Acquire));
+            (tags, sends, poll_from)
         };
         self.send(sends);
         let late = self.deliver(outputs, tags, |sink, batch| sink.complete(batch));
         self.completed
             .fetch_add(ids.len() as u64 - late, Ordering::Relaxed);
         self.late_answers.fetch_add(late, Ordering::Relaxed);
-        if last {
+        if let Some(handed_over) = poll_from {
             self.poll_for_next_query(handed_over);
         }
     }
@@ -674,9 +679,6 @@ impl QueryRouter {
     /// `handed_over` reaches a link: the thread then goes on to send it
     /// instead of sleeping and being woken for it.
     fn poll_for_next_query(&self, handed_over: u64) {
-        if self.poll_next_query.is_zero() {
-            return;
-        }
         let start = Instant::now();
         while self.handed_over.load(Ordering::Acquire) == handed_over {
             if start.elapsed() >= self.poll_next_query {

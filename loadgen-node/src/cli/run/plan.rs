@@ -809,23 +809,22 @@ mod tests {
     use crate::cli::args::{Cli, Command};
     use clap::Parser;
 
-    fn target_of(flags: &[&str]) -> Result<Target> {
+    /// `loadgen-node run` with `flags`, parsed.
+    fn run_args(flags: &[&str]) -> Box<RunArgs> {
         let args = ["loadgen-node", "run"].iter().chain(flags);
         let Command::Run(run) = Cli::try_parse_from(args).unwrap().command else {
             panic!("run")
         };
-        target(&run)
+        run
+    }
+
+    fn target_of(flags: &[&str]) -> Result<Target> {
+        target(&run_args(flags))
     }
 
     #[test]
     fn the_qdl_polls_for_the_next_query_only_in_the_latency_bound_scenarios() {
-        let plan = |flags: &[&str]| {
-            let args = ["loadgen-node", "run"].iter().chain(flags);
-            let Command::Run(run) = Cli::try_parse_from(args).unwrap().command else {
-                panic!("run")
-            };
-            QdlPlan::from_args(&run.network).unwrap()
-        };
+        let plan = |flags: &[&str]| QdlPlan::from_args(&run_args(flags).network).unwrap();
         let default = plan(&[]);
         for (scenario, poll) in [
             (
