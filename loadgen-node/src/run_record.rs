@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use qdl::NodeTrafficReport;
+use qdl::{NodeTrafficReport, QdlSettings};
 use serde::{Deserialize, Serialize};
 
 /// The record's file name.
@@ -265,6 +265,11 @@ pub struct QdlRecord {
     /// (token models), so they stopped generating them.
     #[serde(default)]
     pub cancelled: u64,
+    /// The settings the QDL ran with: pieces, windows, I/O threads, the
+    /// poll for the next query, timeout, failover (absent in records
+    /// older than it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<QdlSettings>,
 }
 
 /// The rules' Datacenter bandwidth requirement at the run's throughput,

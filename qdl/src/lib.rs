@@ -47,7 +47,7 @@ pub use name::NameError;
 pub use network::traffic::{LatencySummary, NodeTrafficReport};
 pub use network::{
     defaults, describe_nodes, Backoff, NetworkObserver, NetworkSut, NodeCounts, NodeState,
-    NodeStateChange, QdlConfig, QdlError, QdlStats,
+    NodeStateChange, QdlConfig, QdlError, QdlSettings, QdlStats,
 };
 pub use node_url::{DnsExpansionError, InvalidNodeUrl, NodeUrl, Transport};
 pub use sink::{CompletionSink, Response};

@@ -309,6 +309,11 @@ impl<T: Clone> Pool<T> {
         self.refresh_all();
     }
 
+    /// Each node's window, in samples, in node order.
+    pub(crate) fn window_samples(&self) -> Vec<u64> {
+        self.windows.iter().map(|w| w.samples).collect()
+    }
+
     /// Queues pieces and returns what can be sent now; an error once no
     /// node is left to run them.
     pub(crate) fn submit(

@@ -180,6 +180,31 @@ fn check_run(run: &LoadgenRun, dir: &Path, cluster: &Cluster, scenario: &str) ->
     check_responses(run, dir)
 }
 
+/// The run record names the QDL settings the run used: encrypted links
+/// over QUIC only (these gRPC nodes are plain), the default pieces, failover
+/// outside submission mode, and the poll for the next query in the two
+/// latency-bound scenarios only.
+fn check_settings(run: &LoadgenRun, transport: &str, scenario: &str) -> Result<()> {
+    let record = run.record()?;
+    let settings = record
+        .qdl
+        .settings
+        .with_context(|| format!("{scenario}: no QDL settings in the run record"))?;
+    let poll_us = match scenario {
+        "SingleStream" | "MultiStream" => qdl::defaults::LATENCY_POLL_NEXT_QUERY.as_micros() as u64,
+        _ => 0,
+    };
+    ensure!(
+        settings.tls == (transport == "quic")
+            && settings.poll_next_query_us == poll_us
+            && settings.max_piece_samples == qdl::defaults::MAX_PIECE_SAMPLES
+            && settings.failover
+            && settings.io_threads >= 1,
+        "{transport} {scenario}: the record's QDL settings {settings:?} are not the run's"
+    );
+    Ok(())
+}
+
 /// All four scenarios in turn over one set of nodes.
 fn all_scenarios(transport: &'static str, nodes: usize) -> Result<()> {
     let dir = test_dir(&format!("network-{transport}-{nodes}"))?;
@@ -194,6 +219,7 @@ fn all_scenarios(transport: &'static str, nodes: usize) -> Result<()> {
         let flags = run_flags(&run_dir, &cluster, BENCHMARK, scenario, &user_conf(), &[])?;
         let run = loadgen(&run_dir, &flags, Duration::from_secs(120))?;
         check_run(&run, &run_dir, &cluster, scenario)
+            .and_then(|()| check_settings(&run, transport, scenario))
             .with_context(|| format!("{transport} x{nodes} {scenario} in {}", run_dir.display()))?;
     }
     Ok(())

@@ -220,6 +220,15 @@ fn a_server_run_over_two_nodes_has_a_report_that_renders_in_chromium() -> Result
         );
     }
     ensure!(dom.contains("id=\"bandwidth\""), "no bandwidth check");
+    let settings = record
+        .qdl
+        .settings
+        .as_ref()
+        .context("no QDL settings in the record")?;
+    ensure!(
+        dom.contains(&format!("<td>QDL settings</td><td>{settings}</td>")),
+        "the QDL's settings ({settings}) are not in the QDL table"
+    );
     ensure!(
         dom.contains("No node failed; no sample was re-sent."),
         "failover line missing"

@@ -13,6 +13,7 @@
 mod latency;
 mod rejoin;
 mod router;
+mod settings;
 #[cfg(test)]
 mod tests;
 pub(crate) mod traffic;
@@ -38,6 +39,7 @@ use router::{CurrentLink, QueryRouter, Sink};
 
 pub use rejoin::Backoff;
 pub use router::{NodeState, NodeStateChange};
+pub use settings::QdlSettings;
 
 /// How to reach the nodes and how to share work among them.
 #[derive(Clone, Debug)]
@@ -205,6 +207,7 @@ pub struct NetworkSut {
     router: Arc<QueryRouter>,
     infos: Vec<pb::NodeInfo>,
     policy: DispatchPolicy,
+    settings: QdlSettings,
     runtime: Option<tokio::runtime::Runtime>,
 }
 
@@ -384,13 +387,18 @@ impl NetworkSut {
             config.window,
             0x9e37_79b9_7f4a_7c15,
         );
+        let encrypted = targets
+            .iter()
+            .all(|(_, target)| matches!(target, Target::Network { tls: Some(_), .. }));
         let mut max_piece_samples = config.max_piece_samples;
+        let mut window_sequences = Vec::new();
         if let Some(sequences) = sequence_windows(store.benchmark(), &infos) {
             // A token model's samples are sequences that each run for
             // seconds to minutes: each goes to a node on its own, when
             // that node has a free sequence, so no node starts a second
             // piece's worth while another sits idle.
             pool.size_windows_by_sequences(&sequences);
+            window_sequences = pool.window_samples();
             max_piece_samples = 1;
         }
         let mut router = QueryRouter::new(
@@ -402,6 +410,7 @@ impl NetworkSut {
             config.max_piece_bytes,
             config.max_message_bytes as u64,
         );
+        let settings = QdlSettings::used(&config, encrypted, max_piece_samples, window_sequences);
         router.no_failover = config.no_failover;
         router.poll_next_query = config.poll_next_query;
         let router = Arc::new(router);
@@ -435,6 +444,7 @@ impl NetworkSut {
             router,
             infos,
             policy: config.policy,
+            settings,
             runtime: Some(runtime),
         })
     }
@@ -516,6 +526,11 @@ impl NetworkSut {
     /// The dispatch policy the run uses.
     pub fn dispatch_policy(&self) -> DispatchPolicy {
         self.policy
+    }
+
+    /// The settings the QDL runs with, after it fitted them to the run.
+    pub fn settings(&self) -> &QdlSettings {
+        &self.settings
     }
 
     /// Current counters.

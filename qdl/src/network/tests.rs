@@ -56,6 +56,8 @@ struct Script {
 struct ScriptedNode {
     name: String,
     benchmark: String,
+    /// Sequences it says it runs side by side (0: it does not say).
+    sequences: u32,
     script: Mutex<Script>,
     arrived: Condvar,
 }
@@ -64,9 +66,15 @@ const WAIT: Duration = Duration::from_secs(5);
 
 impl ScriptedNode {
     fn new(name: &str, benchmark: &str) -> Arc<ScriptedNode> {
+        ScriptedNode::running_sequences(name, benchmark, 0)
+    }
+
+    /// A node that says it runs `sequences` sequences side by side.
+    fn running_sequences(name: &str, benchmark: &str, sequences: u32) -> Arc<ScriptedNode> {
         Arc::new(ScriptedNode {
             name: name.into(),
             benchmark: benchmark.into(),
+            sequences,
             script: Mutex::default(),
             arrived: Condvar::new(),
         })
@@ -133,6 +141,7 @@ impl ScriptedNode {
             benchmark: self.benchmark.clone(),
             backend: "scripted".into(),
             codecs: vec![Codec::None.to_proto() as i32],
+            concurrent_sequences: self.sequences,
             ..Default::default()
         }
     }
@@ -505,6 +514,51 @@ fn a_lost_node_in_submission_mode_fails_the_run_and_moves_nothing() {
         "{seen:?}"
     );
     assert!(nodes[1].script().samples.is_empty(), "nothing moved");
+}
+
+#[test]
+fn the_settings_are_the_ones_the_qdl_ran_with() {
+    let nodes = nodes(2, "resnet50");
+    let submission = halves(&nodes, |c| {
+        c.poll_next_query = Duration::from_micros(50);
+        c.node_timeout = Some(Duration::from_secs(7));
+        c.rejoin = Some(Backoff::default());
+        c.no_failover = true;
+    });
+    let settings = submission.settings();
+    assert_eq!(
+        (
+            settings.max_piece_samples,
+            settings.io_threads,
+            settings.poll_next_query_us,
+            settings.node_timeout_s,
+        ),
+        (4, 1, 50, Some(7.0))
+    );
+    assert!(!settings.tls, "local links carry no TLS");
+    assert!(
+        !settings.failover && !settings.rejoin,
+        "submission mode neither moves samples nor brings nodes back: {settings:?}"
+    );
+    assert!(settings.window_sequences.is_empty());
+
+    // A token model: pieces of one sample, and each node's window its
+    // sequences, or the sample window where that is smaller.
+    let token_nodes = [
+        ScriptedNode::running_sequences("a", "llama2-70b", 3),
+        ScriptedNode::running_sequences("b", "llama2-70b", 5000),
+    ];
+    let tokens = qdl(&token_nodes, "llama2-70b", 4, |c| c.window.samples = 64);
+    let settings = tokens.settings();
+    assert_eq!(settings.max_piece_samples, 1);
+    assert_eq!(settings.window_sequences, [3, 64]);
+    let line = settings.to_string();
+    assert!(
+        line.starts_with(
+            "no TLS; windows of [3, 64] sequences per node; pieces of at most 1 samples"
+        ),
+        "{line}"
+    );
 }
 
 fn sorted(mut ids: Vec<u64>) -> Vec<u64> {

@@ -304,6 +304,12 @@ fn network_checks(out: &mut String, r: &RunRecord, bounds: &TokenBounds) {
         ("late first tokens", q.late_first_tokens.to_string()),
         ("traffic seconds", format!("{:.3}", q.traffic_seconds)),
         ("dispatch policy", q.dispatch.clone()),
+        (
+            "QDL settings",
+            q.settings
+                .as_ref()
+                .map_or_else(|| "not recorded".to_string(), ToString::to_string),
+        ),
     ] {
         row(out, &[td(label), td(v)]);
     }

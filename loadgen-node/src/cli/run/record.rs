@@ -196,6 +196,7 @@ pub(crate) fn build(inputs: &RecordInputs<'_>, failure: Option<String>) -> RunRe
             traffic_seconds: seconds,
             dispatch: network.dispatch_policy().to_string(),
             cancelled: stats.cancelled,
+            settings: Some(network.settings().clone()),
         },
         bandwidth: bandwidth_check(
             benchmark,
