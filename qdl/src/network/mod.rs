@@ -148,6 +148,12 @@ impl QdlConfig {
             rejoin: Some(Backoff::default()),
         }
     }
+
+    /// How failed nodes are brought back: `rejoin`, never in submission
+    /// mode (a failed node ends the run there).
+    pub(crate) fn rejoin_backoff(&self) -> Option<Backoff> {
+        self.rejoin.filter(|_| !self.no_failover)
+    }
 }
 
 /// Why the QDL could not start or name itself.
@@ -429,7 +435,7 @@ impl NetworkSut {
         if let Some(timeout) = config.node_timeout {
             runtime.spawn(watchdog::watch(Arc::downgrade(&router), timeout));
         }
-        if let Some(backoff) = config.rejoin.filter(|_| !config.no_failover) {
+        if let Some(backoff) = config.rejoin_backoff() {
             for (node, ((_, target), identity)) in targets.into_iter().zip(identities).enumerate() {
                 let reconnect = rejoin::Reconnect {
                     node,

@@ -69,7 +69,7 @@ impl QdlSettings {
             poll_next_query_us: config.poll_next_query.as_micros() as u64,
             failover: !config.no_failover,
             node_timeout_s: config.node_timeout.map(|t| t.as_secs_f64()),
-            rejoin: config.rejoin.is_some() && !config.no_failover,
+            rejoin: config.rejoin_backoff().is_some(),
         }
     }
 }
@@ -78,14 +78,13 @@ impl std::fmt::Display for QdlSettings {
     /// One line for a report: `TLS; windows of 1024 samples / 64 MiB per
     /// node; pieces of at most 16 samples / 4 MiB; 2 I/O threads; ...`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mib = |bytes: u64| bytes as f64 / f64::from(1 << 20);
         write!(f, "{}; ", if self.tls { "TLS" } else { "no TLS" })?;
         if self.window_sequences.is_empty() {
             write!(
                 f,
-                "windows of {} samples / {:.0} MiB per node; ",
+                "windows of {} samples / {} per node; ",
                 self.window_samples,
-                mib(self.window_bytes)
+                size(self.window_bytes)
             )?;
         } else {
             write!(
@@ -96,9 +95,9 @@ impl std::fmt::Display for QdlSettings {
         }
         write!(
             f,
-            "pieces of at most {} samples / {:.0} MiB; {} I/O threads; ",
+            "pieces of at most {} samples / {}; {} I/O threads; ",
             self.max_piece_samples,
-            mib(self.max_piece_bytes),
+            size(self.max_piece_bytes),
             self.io_threads
         )?;
         match self.poll_next_query_us {
@@ -115,5 +114,16 @@ impl std::fmt::Display for QdlSettings {
             if self.failover { "on" } else { "off" },
             if self.rejoin { "on" } else { "off" }
         )
+    }
+}
+
+/// `bytes` in MiB where it is a whole number of them, else in bytes, so the
+/// line never rounds a setting.
+fn size(bytes: u64) -> String {
+    const MIB: u64 = 1 << 20;
+    if bytes >= MIB && bytes.is_multiple_of(MIB) {
+        format!("{} MiB", bytes / MIB)
+    } else {
+        format!("{bytes} B")
     }
 }

@@ -524,6 +524,7 @@ fn the_settings_are_the_ones_the_qdl_ran_with() {
         c.node_timeout = Some(Duration::from_secs(7));
         c.rejoin = Some(Backoff::default());
         c.no_failover = true;
+        c.max_piece_bytes = 1000;
     });
     let settings = submission.settings();
     assert_eq!(
@@ -541,6 +542,13 @@ fn the_settings_are_the_ones_the_qdl_ran_with() {
         "submission mode neither moves samples nor brings nodes back: {settings:?}"
     );
     assert!(settings.window_sequences.is_empty());
+    let line = settings.to_string();
+    assert!(
+        line.contains(
+            "windows of 1024 samples / 64 MiB per node; pieces of at most 4 samples / 1000 B;"
+        ),
+        "sizes are shown as set, not rounded: {line}"
+    );
 
     // A token model: pieces of one sample, and each node's window its
     // sequences, or the sample window where that is smaller.
