@@ -20,6 +20,7 @@
 //!   pull clap and tracing-subscriber;
 //! * [`sample`]: samples and completions checked at the edge;
 //! * [`segments`]: a message as buffers, its large fields not copied;
+//! * [`tls_stream`]: gRPC's TLS, rustls's handshake and netdiv's records;
 //! * [`transport`]: limits, windows, keep-alives and timeouts.
 
 // Library crates never print: diagnostics are `tracing` events, and the
@@ -35,6 +36,7 @@ pub mod framing;
 pub mod logging;
 pub mod sample;
 pub mod segments;
+pub mod tls_stream;
 pub mod transport;
 
 /// Generated protobuf types and the gRPC client and server of `netdiv.v1`.

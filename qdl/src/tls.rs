@@ -7,8 +7,10 @@ use std::sync::Arc;
 
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::CipherSuite;
+
+use crate::link::LinkError;
 
 /// The QDL's TLS crypto: ring's, offering AES-128-GCM first. A TLS 1.3
 /// server takes the client's order, so this picks the cipher of every
@@ -63,23 +65,18 @@ impl ClientTls {
         }
     }
 
-    fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
-        std::fs::read(path).map_err(|e| tls_error(path, e))
-    }
-
-    /// For tonic (gRPC over TLS 1.2/1.3).
-    pub fn tonic(&self, host: &str) -> Result<tonic::transport::ClientTlsConfig, TlsError> {
-        use tonic::transport::{Certificate, ClientTlsConfig, Identity};
-        // tonic takes the process's default provider: make it ours, unless
-        // the program chose one before.
-        let _ = crypto_provider().install_default();
-        let mut config = ClientTlsConfig::new()
-            .ca_certificate(Certificate::from_pem(Self::read(&self.ca)?))
-            .domain_name(self.server_name.as_deref().unwrap_or(host));
-        if let Some((cert, key)) = &self.identity {
-            config = config.identity(Identity::from_pem(Self::read(cert)?, Self::read(key)?));
-        }
-        Ok(config)
+    /// For gRPC over netdiv's TLS record layer (TLS 1.3, HTTP/2 by ALPN):
+    /// the configuration and the name node certificates are checked
+    /// against (`server_name` if given, else `host`).
+    pub fn grpc(
+        &self,
+        host: &str,
+    ) -> Result<(Arc<rustls::ClientConfig>, ServerName<'static>), LinkError> {
+        let config = netdiv_proto::tls_stream::client_config(self.rustls(b"h2")?);
+        let name = self.server_name.as_deref().unwrap_or(host);
+        let name = ServerName::try_from(name.to_string())
+            .map_err(|_| LinkError::ServerName(name.to_string()))?;
+        Ok((config, name))
     }
 
     /// For quinn (QUIC always runs TLS 1.3), offering `alpn`.
@@ -139,7 +136,7 @@ mod tests {
             err.starts_with("TLS file /nonexistent/netdiv-certs/ca.pem:"),
             "{err}"
         );
-        let err = tls.tonic("localhost").unwrap_err().to_string();
+        let err = tls.grpc("localhost").unwrap_err().to_string();
         assert!(err.contains("ca.pem"), "{err}");
     }
 }

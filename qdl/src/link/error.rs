@@ -64,6 +64,9 @@ pub enum LinkError {
     /// The client's TLS files cannot be used.
     #[error(transparent)]
     Tls(#[from] TlsError),
+    /// The name a node's certificate is checked against cannot be one.
+    #[error("TLS server name {0:?} is neither a DNS name nor an IP address")]
+    ServerName(String),
     /// A QUIC node was given without TLS settings.
     #[error(
         "QUIC always runs over TLS: give the CA of the nodes' certificates \

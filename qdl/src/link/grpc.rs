@@ -11,6 +11,7 @@ use netdiv_proto::transport::{
     HTTP2_CONNECTION_WINDOW, HTTP2_KEEP_ALIVE_INTERVAL, HTTP2_KEEP_ALIVE_TIMEOUT,
     HTTP2_MAX_FRAME_SIZE, HTTP2_STREAM_WINDOW, RPC_TIMEOUT,
 };
+use tokio::net::TcpStream;
 use tokio::sync::mpsc::{self, UnboundedSender};
 use tonic::codec::Streaming;
 use tonic::transport::{Channel, Endpoint};
@@ -57,8 +58,9 @@ impl GrpcLink {
     ) -> Result<GrpcLink, LinkError> {
         let authority = url.to_string();
         let authority = authority.trim_start_matches("grpc://");
-        let scheme = if tls.is_some() { "https" } else { "http" };
-        let mut endpoint = Endpoint::from_shared(format!("{scheme}://{authority}"))
+        // The URI's scheme only names the protocol to tonic; TLS, when on,
+        // is the connector's (netdiv's record layer, not tonic's).
+        let endpoint = Endpoint::from_shared(format!("http://{authority}"))
             .map_err(LinkError::GrpcConnect)?
             .tcp_nodelay(true)
             .connect_timeout(RPC_TIMEOUT)
@@ -70,12 +72,24 @@ impl GrpcLink {
             .http2_keep_alive_interval(HTTP2_KEEP_ALIVE_INTERVAL)
             .keep_alive_timeout(HTTP2_KEEP_ALIVE_TIMEOUT)
             .keep_alive_while_idle(true);
-        if let Some(tls) = tls {
-            endpoint = endpoint
-                .tls_config(tls.tonic(url.server_name.as_deref().unwrap_or(&url.host))?)
-                .map_err(LinkError::GrpcConnect)?;
+        let channel = match tls {
+            None => endpoint.connect().await,
+            Some(tls) => {
+                let (config, name) = tls.grpc(url.server_name.as_deref().unwrap_or(&url.host))?;
+                let (host, port) = (url.host.clone(), url.port);
+                let connector = tower::service_fn(move |_: http::Uri| {
+                    let (config, name, host) = (config.clone(), name.clone(), host.clone());
+                    async move {
+                        let tcp = TcpStream::connect((host.as_str(), port)).await?;
+                        tcp.set_nodelay(true)?;
+                        let tls = netdiv_proto::tls_stream::connect(config, name, tcp).await?;
+                        Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(tls))
+                    }
+                });
+                endpoint.connect_with_connector(connector).await
+            }
         }
-        let channel = endpoint.connect().await.map_err(LinkError::GrpcConnect)?;
+        .map_err(LinkError::GrpcConnect)?;
         Ok(GrpcLink {
             client: SutNodeClient::new(channel.clone())
                 .max_decoding_message_size(max_message)

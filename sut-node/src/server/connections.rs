@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use futures::Stream;
+use futures::{Stream, StreamExt};
+use netdiv_proto::tls_stream::{self, TlsStream};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -155,4 +156,53 @@ pub(super) fn incoming(
             }
         }
     })
+}
+
+/// A TLS client that has not finished its handshake by then is dropped.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Handshakes run side by side, so that a slow or silent client holds up
+/// no other; at most so many at once.
+const TLS_HANDSHAKES_AT_ONCE: usize = 64;
+
+/// The connections of `incoming` after each one's TLS handshake. A failed
+/// handshake (wrong certificate, not TLS, too slow) is logged and its
+/// connection closed; the server goes on.
+pub(super) fn with_tls(
+    incoming: impl Stream<Item = io::Result<CountedTcp>>,
+    config: Arc<rustls::ServerConfig>,
+    node: String,
+) -> impl Stream<Item = io::Result<TlsStream<CountedTcp>>> {
+    incoming
+        .map(move |tcp| {
+            let config = config.clone();
+            async move {
+                let tcp = tcp.map_err(|e| (None, e))?;
+                let peer = tcp.io.peer_addr().ok();
+                tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls_stream::accept(config, tcp))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            format!("no TLS handshake within {TLS_HANDSHAKE_TIMEOUT:?}"),
+                        ))
+                    })
+                    .map_err(|e| (peer, e))
+            }
+        })
+        .buffer_unordered(TLS_HANDSHAKES_AT_ONCE)
+        .filter_map(move |handshake| {
+            let accepted = match handshake {
+                Ok(stream) => Some(Ok(stream)),
+                Err((peer, e)) => {
+                    tracing::info!(
+                        node = %node,
+                        event = "tls_handshake_failed",
+                        peer = ?peer,
+                        "a gRPC client's TLS handshake failed: {e}"
+                    );
+                    None
+                }
+            };
+            std::future::ready(accepted)
+        })
 }

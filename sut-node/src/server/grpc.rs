@@ -55,7 +55,7 @@ pub async fn start(
         .with_context(|| format!("cannot listen on tcp {listen}"))?;
     let addr = listener.local_addr()?;
     let limits = node.settings().limits;
-    let mut builder = tonic::transport::Server::builder()
+    let builder = tonic::transport::Server::builder()
         .initial_stream_window_size(Some(HTTP2_STREAM_WINDOW))
         .initial_connection_window_size(Some(HTTP2_CONNECTION_WINDOW))
         .max_frame_size(Some(HTTP2_MAX_FRAME_SIZE))
@@ -65,17 +65,11 @@ pub async fn start(
         // connection's slot comes back.
         .http2_keepalive_interval(Some(SERVER_KEEP_ALIVE_INTERVAL))
         .http2_keepalive_timeout(Some(SERVER_KEEP_ALIVE_TIMEOUT));
-    if let Some(tls) = tls {
-        let pem = tls.pem()?;
-        let mut server_tls = tonic::transport::ServerTlsConfig::new()
-            .identity(tonic::transport::Identity::from_pem(&pem.cert, &pem.key));
-        if let Some(ca) = &pem.client_ca {
-            server_tls = server_tls.client_ca_root(tonic::transport::Certificate::from_pem(ca));
-        }
-        builder = builder
-            .tls_config(server_tls)
-            .context("gRPC TLS configuration")?;
-    }
+    // TLS is netdiv's record layer over rustls's handshake, not tonic's.
+    let tls = tls
+        .map(|tls| tls.rustls_server(b"h2").context("gRPC TLS configuration"))
+        .transpose()?
+        .map(netdiv_proto::tls_stream::server_config);
     let name = node.settings().name.clone();
     let node_metrics = node.metrics().clone();
     let limit = ConnectionLimit::new(limits.max_connections, "grpc", &name);
@@ -96,11 +90,16 @@ pub async fn start(
     let mut stop = closing;
     let task = tokio::spawn(async move {
         let incoming = connections::incoming(listener, limit);
-        let result = router
-            .serve_with_incoming_shutdown(incoming, async move {
-                let _ = stop.wait_for(|c| *c).await;
-            })
-            .await;
+        let stopped = async move {
+            let _ = stop.wait_for(|c| *c).await;
+        };
+        let result = match tls {
+            None => router.serve_with_incoming_shutdown(incoming, stopped).await,
+            Some(config) => {
+                let incoming = connections::with_tls(incoming, config, name.clone());
+                router.serve_with_incoming_shutdown(incoming, stopped).await
+            }
+        };
         if let Err(e) = result {
             tracing::error!(node = %name, "gRPC server failed: {e}");
         }
