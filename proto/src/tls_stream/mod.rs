@@ -9,9 +9,12 @@
 //! caller's, and moves the partial record left behind to the front after
 //! every read. On a busy link those copies and system calls were most of
 //! what TLS cost beyond the cipher itself (docs/benchmarks.md, "Bytes per
-//! CPU-second"). Here a socket read takes up to 256 KiB, each record is
-//! opened where it landed and copied once, to the caller; writes are
-//! sealed into one buffer and sent in one call.
+//! CPU-second"). Here the socket is read straight into the caller's buffer
+//! when it has room for a large read, and each record is opened there, its
+//! content moved into place in the same pass as the decryption (ring's
+//! `open_within`): no copy but the kernel's. A smaller buffer is served
+//! from a receive buffer of up to 256 KiB, one copy. Writes are sealed
+//! into one buffer and sent in one call.
 //!
 //! What stays with rustls: the whole handshake and the key schedule
 //! (its `KernelConnection` derives the next keys when either side

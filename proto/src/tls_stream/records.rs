@@ -133,15 +133,27 @@ impl RecordKey {
         Ok(())
     }
 
-    /// Opens the whole record `record` (header and payload) in place: its
-    /// content type and where its content lies within `record`.
-    pub(super) fn open(&mut self, record: &mut [u8]) -> io::Result<(Content, Range<usize>)> {
-        let (header, payload) = record.split_at_mut(HEADER_LEN);
-        let header: [u8; HEADER_LEN] = [header[0], header[1], header[2], header[3], header[4]];
+    /// Opens the whole record at `record` of `buf` and writes its content
+    /// from `to` on (at most `record.start + HEADER_LEN`: in place, or
+    /// moved toward the front in the same pass as the decryption). Returns
+    /// the content's type and length.
+    pub(super) fn open(
+        &mut self,
+        buf: &mut [u8],
+        record: Range<usize>,
+        to: usize,
+    ) -> io::Result<(Content, usize)> {
+        let h = &buf[record.start..record.start + HEADER_LEN];
+        let header: [u8; HEADER_LEN] = [h[0], h[1], h[2], h[3], h[4]];
         let nonce = self.next_nonce()?;
         let inner = self
             .key
-            .open_in_place(nonce, Aad::from(header), payload)
+            .open_within(
+                nonce,
+                Aad::from(header),
+                &mut buf[to..record.end],
+                record.start + HEADER_LEN - to..,
+            )
             .map_err(|_| bad_record("a record failed its integrity check (bad_record_mac)"))?;
         // The content ends in its type, then zeros of padding (§5.2).
         let type_at = inner
@@ -150,7 +162,7 @@ impl RecordKey {
             .ok_or_else(|| bad_record("a record with no content type"))?;
         let kind = Content::from_byte(inner[type_at])
             .ok_or_else(|| bad_record(format!("a record of content type {}", inner[type_at])))?;
-        Ok((kind, HEADER_LEN..HEADER_LEN + type_at))
+        Ok((kind, type_at))
     }
 }
 

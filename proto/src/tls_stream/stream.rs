@@ -21,6 +21,9 @@ const INBOX_START: usize = 4 * MAX_RECORD;
 /// Its largest: a socket read of up to this many bytes at a time on a busy
 /// link (rustls's own reads are 4 to 17 KiB).
 const INBOX_MAX: usize = 256 * 1024;
+/// A caller's buffer with this much room is read into directly
+/// ([`TlsStream::poll_read_direct`]); a smaller one through the inbox.
+const DIRECT_READ_MIN: usize = 4 * MAX_RECORD;
 /// The most of the caller's bytes sealed per write call: one send each.
 const OUTBOX_MAX: usize = 256 * 1024;
 
@@ -124,18 +127,29 @@ impl<IO> TlsStream<IO> {
         }
         let start = self.read_at;
         self.read_at += len;
-        let (kind, content) = self.rx.open(&mut self.inbox[start..start + len])?;
-        let content = start + content.start..start + content.end;
+        let to = start + records::HEADER_LEN;
+        let (kind, content_len) = self.rx.open(&mut self.inbox, start..start + len, to)?;
+        let content = to..to + content_len;
         match kind {
             Content::ApplicationData => self.unread = content,
-            Content::Alert => self.on_alert(content)?,
-            Content::Handshake => self.on_handshake(content)?,
+            control => {
+                let content = self.inbox[content].to_vec();
+                self.on_control(control, &content)?;
+            }
         }
         Ok(true)
     }
 
-    fn on_alert(&mut self, content: Range<usize>) -> io::Result<()> {
-        match self.inbox[content] {
+    /// An alert or a handshake message from the peer.
+    fn on_control(&mut self, kind: Content, content: &[u8]) -> io::Result<()> {
+        match kind {
+            Content::Alert => self.on_alert(content),
+            _ => self.on_handshake(content),
+        }
+    }
+
+    fn on_alert(&mut self, content: &[u8]) -> io::Result<()> {
+        match *content {
             [_, 0] => {
                 self.read_closed = true;
                 Ok(())
@@ -150,8 +164,8 @@ impl<IO> TlsStream<IO> {
         }
     }
 
-    fn on_handshake(&mut self, content: Range<usize>) -> io::Result<()> {
-        for message in records::post_handshake(&self.inbox[content])? {
+    fn on_handshake(&mut self, content: &[u8]) -> io::Result<()> {
+        for message in records::post_handshake(content)? {
             match message {
                 PostHandshake::KeyUpdate { update_requested } => {
                     self.rx = RecordKey::new(self.schedule.next_rx()?)?;
@@ -227,6 +241,93 @@ impl<IO: AsyncWrite + Unpin> TlsStream<IO> {
     }
 }
 
+impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
+    /// Sends what a key update queued, if the socket takes it now; else it
+    /// goes with the next write or flush.
+    fn send_pending(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+        if self.sent < self.outbox.len() {
+            if let Poll::Ready(Err(e)) = self.poll_send(cx) {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads into the caller's buffer itself: the partial record held back
+    /// goes first, then the socket's bytes; each whole record is opened
+    /// there, its content written right after the previous one's in the
+    /// same pass as the decryption, so nothing is copied a second time.
+    /// What is left of the last record is held for the next read. True
+    /// when content was delivered.
+    fn poll_read_direct(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<bool>> {
+        let held = &self.inbox[self.read_at..self.filled];
+        let start = buf.filled().len();
+        // SAFETY: nothing uninitialized is read: the held bytes are written
+        // here, the socket's read initializes what it reports, and only
+        // those are marked initialized below.
+        let unfilled = unsafe { buf.unfilled_mut() };
+        let (front, rest) = unfilled.split_at_mut(held.len());
+        // SAFETY: `front` is exactly `held.len()` bytes, and the two do not
+        // overlap (the inbox is ours, the buffer the caller's).
+        unsafe {
+            std::ptr::copy_nonoverlapping(held.as_ptr(), front.as_mut_ptr().cast(), held.len());
+        }
+        let held = held.len();
+        let mut space = ReadBuf::uninit(rest);
+        ready!(Pin::new(&mut self.io).poll_read(cx, &mut space))?;
+        let n = space.filled().len();
+        if n == 0 {
+            return Poll::Ready(self.at_end().map(|()| false));
+        }
+        let total = held + n;
+        // SAFETY: the first `held` bytes were copied in above and the next
+        // `n` were written by the read.
+        unsafe { buf.assume_init(total) };
+        let region = &mut buf.initialized_mut()[start..start + total];
+        let (mut read, mut written) = (0, 0);
+        while !self.read_closed {
+            let Some(len) = records::record_len(&region[read..])? else {
+                break;
+            };
+            if total - read < len {
+                break;
+            }
+            let (kind, content_len) = self.rx.open(region, read..read + len, written)?;
+            match kind {
+                Content::ApplicationData => written += content_len,
+                control => {
+                    let content = region[written..written + content_len].to_vec();
+                    self.on_control(control, &content)?;
+                }
+            }
+            read += len;
+        }
+        // After close_notify nothing more is taken.
+        let left = if self.read_closed { 0 } else { total - read };
+        self.inbox[..left].copy_from_slice(&region[read..read + left]);
+        self.read_at = 0;
+        self.filled = left;
+        buf.advance(written);
+        Poll::Ready(Ok(written > 0))
+    }
+
+    /// The socket's end: the connection's too, unless it cuts a record.
+    fn at_end(&mut self) -> io::Result<()> {
+        if self.filled > self.read_at {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "TLS: the peer closed the connection inside a record",
+            ));
+        }
+        self.read_closed = true;
+        Ok(())
+    }
+}
+
 impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsStream<IO> {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -245,12 +346,14 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsStream<IO> {
                 return Poll::Ready(Ok(()));
             }
             if this.open_next()? {
-                // A key update asked for ours: it goes out now, or with the
-                // next write.
-                if this.sent < this.outbox.len() {
-                    if let Poll::Ready(Err(e)) = this.poll_send(cx) {
-                        return Poll::Ready(Err(e));
-                    }
+                this.send_pending(cx)?;
+                continue;
+            }
+            if buf.remaining() >= DIRECT_READ_MIN {
+                let delivered = ready!(this.poll_read_direct(cx, buf))?;
+                this.send_pending(cx)?;
+                if delivered {
+                    return Poll::Ready(Ok(()));
                 }
                 continue;
             }
@@ -259,13 +362,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsStream<IO> {
             ready!(Pin::new(&mut this.io).poll_read(cx, &mut space))?;
             let n = space.filled().len();
             if n == 0 {
-                if this.filled > this.read_at {
-                    return Poll::Ready(Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "TLS: the peer closed the connection inside a record",
-                    )));
-                }
-                this.read_closed = true;
+                this.at_end()?;
                 return Poll::Ready(Ok(()));
             }
             let was_full = this.filled + n == this.inbox.len();

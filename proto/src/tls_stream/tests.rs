@@ -307,3 +307,39 @@ async fn a_server_handshake_refuses_what_is_not_tls_and_what_stops_halfway() {
         assert!(err.to_string().starts_with("TLS: "), "{what}: {err}");
     }
 }
+
+#[tokio::test]
+async fn reads_into_small_and_large_buffers_alike_take_every_byte_once() {
+    let pair = configs();
+    let (c, s) = sockets().await;
+    let (client, server) = tokio::join!(
+        connect(client_config(pair.client), localhost(), c),
+        accept(server_config(pair.server), s)
+    );
+    let (mut client, mut server) = (client.unwrap(), server.unwrap());
+    // Key updates among the data: control records in both read paths.
+    client.change_sending_key_every(3);
+    let up = pattern(4 << 20, 8);
+    let sender = tokio::spawn(send_all(client, up.clone()));
+    // Buffers below and above the size read into directly, in turn.
+    let mut got = Vec::with_capacity(up.len());
+    let mut small = vec![0u8; 700];
+    let mut large = vec![0u8; 300_000];
+    for turn in 0.. {
+        let buf = if turn % 2 == 0 {
+            &mut small[..]
+        } else {
+            &mut large[..]
+        };
+        let n = server.read(buf).await.unwrap();
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    let client = sender.await.unwrap();
+    assert!(got == up, "{} bytes received of {}", got.len(), up.len());
+    let (took, _) = server.key_changes();
+    assert_eq!(took, client.key_changes().1);
+    assert!(took > 50, "{took}");
+}
