@@ -21,6 +21,7 @@ use tonic_health::pb::health_server::{Health, HealthServer};
 use tower::{BoxError, ServiceBuilder};
 
 use super::connections::{self, ConnectionLimit};
+use super::infer_route::InferRoute;
 use super::policy::{PolicyRequest, PolicyResponse, Refused, RequestPolicy};
 use super::{version_mismatch, Answers, Unread};
 
@@ -74,12 +75,14 @@ pub async fn start(
     let node_metrics = node.metrics().clone();
     let limit = ConnectionLimit::new(limits.max_connections, "grpc", &name);
     let max_message = message_limit(&node.settings().benchmark);
-    let service = SutNodeServer::new(GrpcService {
+    let service = Arc::new(GrpcService {
         node,
         closing: closing.clone(),
-    })
-    .max_decoding_message_size(max_message)
-    .max_encoding_message_size(max_message);
+    });
+    let generated = SutNodeServer::from_arc(service.clone())
+        .max_decoding_message_size(max_message)
+        .max_encoding_message_size(max_message);
+    let service = InferRoute::new(generated, service, max_message);
     // Every call, health checks included, passes the node's request
     // policy; its refusals reach the client as gRPC statuses.
     let policy = RequestPolicy::from_limits(&limits).layers("grpc", node_metrics);
@@ -161,7 +164,24 @@ fn check_header<T>(request: &Request<T>) -> Result<(), Status> {
     }
 }
 
-type CompletionStream = Pin<Box<dyn Stream<Item = Result<pb::CompletionBatch, Status>> + Send>>;
+/// The answers of one Infer call, as they are sent.
+pub(super) type CompletionStream =
+    Pin<Box<dyn Stream<Item = Result<pb::CompletionBatch, Status>> + Send>>;
+
+/// Where an Infer call's queries come from: tonic's decoder, or netdiv's
+/// own ([`super::infer_route`]), which the node serves Infer with.
+pub(super) trait QuerySource: Send + 'static {
+    /// The next query; `None` when the client has ended its side.
+    fn message(
+        &mut self,
+    ) -> impl std::future::Future<Output = Result<Option<pb::Query>, Status>> + Send;
+}
+
+impl QuerySource for Streaming<pb::Query> {
+    async fn message(&mut self) -> Result<Option<pb::Query>, Status> {
+        Streaming::message(self).await
+    }
+}
 
 #[tonic::async_trait]
 impl pb::sut_node_server::SutNode for GrpcService {
@@ -193,11 +213,24 @@ impl pb::sut_node_server::SutNode for GrpcService {
         &self,
         request: Request<Streaming<pb::Query>>,
     ) -> Result<Response<Self::InferStream>, Status> {
+        self.open_infer(request, |queries| queries).map(Response::new)
+    }
+}
+
+impl GrpcService {
+    /// Starts an Infer call: checks its version header, then reads its
+    /// queries (from the source `source` makes of the request's body) into
+    /// the node and streams the answers back.
+    pub(super) fn open_infer<B, Q: QuerySource>(
+        &self,
+        request: Request<B>,
+        source: impl FnOnce(B) -> Q,
+    ) -> Result<CompletionStream, Status> {
         check_header(&request)?;
         let peer = request
             .remote_addr()
             .map_or("unknown".into(), |a| a.to_string());
-        let mut inbound = request.into_inner();
+        let mut inbound = source(request.into_inner());
         let (reply_tx, reply_rx) = mpsc::unbounded_channel::<pb::Completion>();
         let reply_tx = ReplyTo::new(reply_tx);
         let unread = Arc::new(Unread::new(self.node.settings().limits.max_unread_answers));
@@ -256,6 +289,6 @@ impl pb::sut_node_server::SutNode for GrpcService {
                 taken.written(owed);
             }
         });
-        Ok(Response::new(Box::pin(ReceiverStream::new(out_rx))))
+        Ok(Box::pin(ReceiverStream::new(out_rx)))
     }
 }

@@ -1,6 +1,7 @@
 //! The two transports over one node: gRPC (tonic) and QUIC (quinn).
 
 mod connections;
+mod infer_route;
 pub mod grpc;
 mod policy;
 pub mod quic;
