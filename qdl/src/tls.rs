@@ -7,10 +7,8 @@ use std::sync::Arc;
 
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::CipherSuite;
-
-use crate::link::LinkError;
 
 /// The QDL's TLS crypto: ring's, offering AES-128-GCM first. A TLS 1.3
 /// server takes the client's order, so this picks the cipher of every
@@ -65,18 +63,9 @@ impl ClientTls {
         }
     }
 
-    /// For gRPC over netdiv's TLS record layer (TLS 1.3, HTTP/2 by ALPN):
-    /// the configuration and the name node certificates are checked
-    /// against (`server_name` if given, else `host`).
-    pub fn grpc(
-        &self,
-        host: &str,
-    ) -> Result<(Arc<rustls::ClientConfig>, ServerName<'static>), LinkError> {
-        let config = netdiv_proto::tls_stream::client_config(self.rustls(b"h2")?);
-        let name = self.server_name.as_deref().unwrap_or(host);
-        let name = ServerName::try_from(name.to_string())
-            .map_err(|_| LinkError::ServerName(name.to_string()))?;
-        Ok((config, name))
+    /// For gRPC over netdiv's TLS record layer (TLS 1.3, HTTP/2 by ALPN).
+    pub fn grpc(&self) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+        Ok(netdiv_proto::tls_stream::client_config(self.rustls(b"h2")?))
     }
 
     /// For quinn (QUIC always runs TLS 1.3), offering `alpn`.
@@ -136,7 +125,7 @@ mod tests {
             err.starts_with("TLS file /nonexistent/netdiv-certs/ca.pem:"),
             "{err}"
         );
-        let err = tls.grpc("localhost").unwrap_err().to_string();
+        let err = tls.grpc().unwrap_err().to_string();
         assert!(err.contains("ca.pem"), "{err}");
     }
 }

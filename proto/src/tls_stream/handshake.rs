@@ -33,35 +33,26 @@ pub(super) trait Unbuffered: Sized {
         -> Result<(ExtractedSecrets, KernelConnection<Self::Data>), rustls::Error>;
 }
 
-impl Unbuffered for UnbufferedClientConnection {
-    type Data = ClientConnectionData;
-    fn process<'c, 'i>(
-        &'c mut self,
-        incoming: &'i mut [u8],
-    ) -> UnbufferedStatus<'c, 'i, Self::Data> {
-        self.process_tls_records(incoming)
-    }
-    fn into_kernel(
-        self,
-    ) -> Result<(ExtractedSecrets, KernelConnection<Self::Data>), rustls::Error> {
-        self.dangerous_into_kernel_connection()
-    }
+macro_rules! unbuffered {
+    ($conn:ty, $data:ty) => {
+        impl Unbuffered for $conn {
+            type Data = $data;
+            fn process<'c, 'i>(
+                &'c mut self,
+                incoming: &'i mut [u8],
+            ) -> UnbufferedStatus<'c, 'i, Self::Data> {
+                self.process_tls_records(incoming)
+            }
+            fn into_kernel(
+                self,
+            ) -> Result<(ExtractedSecrets, KernelConnection<Self::Data>), rustls::Error> {
+                self.dangerous_into_kernel_connection()
+            }
+        }
+    };
 }
-
-impl Unbuffered for UnbufferedServerConnection {
-    type Data = ServerConnectionData;
-    fn process<'c, 'i>(
-        &'c mut self,
-        incoming: &'i mut [u8],
-    ) -> UnbufferedStatus<'c, 'i, Self::Data> {
-        self.process_tls_records(incoming)
-    }
-    fn into_kernel(
-        self,
-    ) -> Result<(ExtractedSecrets, KernelConnection<Self::Data>), rustls::Error> {
-        self.dangerous_into_kernel_connection()
-    }
-}
+unbuffered!(UnbufferedClientConnection, ClientConnectionData);
+unbuffered!(UnbufferedServerConnection, ServerConnectionData);
 
 /// What rustls keeps after the handshake: the next traffic keys when
 /// either side updates its own (§4.6.3).

@@ -95,15 +95,20 @@ async fn receive_all<R: AsyncReadExt + Unpin>(mut r: R) -> (R, Vec<u8>) {
     (r, got)
 }
 
-#[tokio::test]
-async fn both_ends_ours_carry_every_byte_both_ways_across_key_updates() {
+/// Our client and our server, connected over loopback.
+async fn both_ours() -> (TlsStream<TcpStream>, TlsStream<TcpStream>) {
     let pair = configs();
     let (c, s) = sockets().await;
     let (client, server) = tokio::join!(
         connect(client_config(pair.client), localhost(), c),
         accept(server_config(pair.server), s)
     );
-    let (mut client, mut server) = (client.unwrap(), server.unwrap());
+    (client.unwrap(), server.unwrap())
+}
+
+#[tokio::test]
+async fn both_ends_ours_carry_every_byte_both_ways_across_key_updates() {
+    let (mut client, mut server) = both_ours().await;
     // A new key every 7 records each way: dozens of updates in 3 MB.
     client.change_sending_key_every(7);
     server.change_sending_key_every(7);
@@ -310,13 +315,7 @@ async fn a_server_handshake_refuses_what_is_not_tls_and_what_stops_halfway() {
 
 #[tokio::test]
 async fn reads_into_small_and_large_buffers_alike_take_every_byte_once() {
-    let pair = configs();
-    let (c, s) = sockets().await;
-    let (client, server) = tokio::join!(
-        connect(client_config(pair.client), localhost(), c),
-        accept(server_config(pair.server), s)
-    );
-    let (mut client, mut server) = (client.unwrap(), server.unwrap());
+    let (mut client, mut server) = both_ours().await;
     // Key updates among the data: control records in both read paths.
     client.change_sending_key_every(3);
     let up = pattern(4 << 20, 8);

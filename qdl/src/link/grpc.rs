@@ -11,6 +11,7 @@ use netdiv_proto::transport::{
     HTTP2_CONNECTION_WINDOW, HTTP2_KEEP_ALIVE_INTERVAL, HTTP2_KEEP_ALIVE_TIMEOUT,
     HTTP2_MAX_FRAME_SIZE, HTTP2_STREAM_WINDOW, RPC_TIMEOUT,
 };
+use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc::{self, UnboundedSender};
 use tonic::codec::Streaming;
@@ -75,7 +76,17 @@ impl GrpcLink {
         let channel = match tls {
             None => endpoint.connect().await,
             Some(tls) => {
-                let (config, name) = tls.grpc(url.server_name.as_deref().unwrap_or(&url.host))?;
+                let config = tls.grpc()?;
+                // The name node certificates are checked against: the one
+                // given, else the one the address was found under, else
+                // the host.
+                let name = tls
+                    .server_name
+                    .as_deref()
+                    .or(url.server_name.as_deref())
+                    .unwrap_or(&url.host);
+                let name = ServerName::try_from(name.to_string())
+                    .map_err(|_| LinkError::ServerName(name.to_string()))?;
                 let (host, port) = (url.host.clone(), url.port);
                 let connector = tower::service_fn(move |_: http::Uri| {
                     let (config, name, host) = (config.clone(), name.clone(), host.clone());

@@ -2,11 +2,9 @@
 //! version, hand the query to the node, stream completions back.
 
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use futures::Stream;
 use netdiv_proto::pb::sut_node_server::SutNodeServer;
 use netdiv_proto::transport::{
     message_limit, HTTP2_CONNECTION_WINDOW, HTTP2_MAX_FRAME_SIZE, HTTP2_STREAM_WINDOW,
@@ -21,7 +19,7 @@ use tonic_health::pb::health_server::{Health, HealthServer};
 use tower::{BoxError, ServiceBuilder};
 
 use super::connections::{self, ConnectionLimit};
-use super::infer_route::InferRoute;
+use super::infer_route::{CompletionStream, InferHandler, InferRoute, QueryFrames, QuerySource};
 use super::policy::{PolicyRequest, PolicyResponse, Refused, RequestPolicy};
 use super::{version_mismatch, Answers, Unread};
 
@@ -164,19 +162,6 @@ fn check_header<T>(request: &Request<T>) -> Result<(), Status> {
     }
 }
 
-/// The answers of one Infer call, as they are sent.
-pub(super) type CompletionStream =
-    Pin<Box<dyn Stream<Item = Result<pb::CompletionBatch, Status>> + Send>>;
-
-/// Where an Infer call's queries come from: tonic's decoder, or netdiv's
-/// own ([`super::infer_route`]), which the node serves Infer with.
-pub(super) trait QuerySource: Send + 'static {
-    /// The next query; `None` when the client has ended its side.
-    fn message(
-        &mut self,
-    ) -> impl std::future::Future<Output = Result<Option<pb::Query>, Status>> + Send;
-}
-
 impl QuerySource for Streaming<pb::Query> {
     async fn message(&mut self) -> Result<Option<pb::Query>, Status> {
         Streaming::message(self).await
@@ -213,24 +198,25 @@ impl pb::sut_node_server::SutNode for GrpcService {
         &self,
         request: Request<Streaming<pb::Query>>,
     ) -> Result<Response<Self::InferStream>, Status> {
-        self.open_infer(request, |queries| queries).map(Response::new)
+        self.serve_infer(request).map(Response::new)
+    }
+}
+
+impl InferHandler for GrpcService {
+    fn open_infer(&self, request: Request<QueryFrames>) -> Result<CompletionStream, Status> {
+        self.serve_infer(request)
     }
 }
 
 impl GrpcService {
     /// Starts an Infer call: checks its version header, then reads its
-    /// queries (from the source `source` makes of the request's body) into
-    /// the node and streams the answers back.
-    pub(super) fn open_infer<B, Q: QuerySource>(
-        &self,
-        request: Request<B>,
-        source: impl FnOnce(B) -> Q,
-    ) -> Result<CompletionStream, Status> {
+    /// queries into the node and streams the answers back.
+    fn serve_infer<Q: QuerySource>(&self, request: Request<Q>) -> Result<CompletionStream, Status> {
         check_header(&request)?;
         let peer = request
             .remote_addr()
             .map_or("unknown".into(), |a| a.to_string());
-        let mut inbound = source(request.into_inner());
+        let mut inbound = request.into_inner();
         let (reply_tx, reply_rx) = mpsc::unbounded_channel::<pb::Completion>();
         let reply_tx = ReplyTo::new(reply_tx);
         let unread = Arc::new(Unread::new(self.node.settings().limits.max_unread_answers));

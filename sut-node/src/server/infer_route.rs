@@ -16,6 +16,7 @@ use std::task::{Context, Poll};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures::future::BoxFuture;
+use futures::Stream;
 use http_body::Frame;
 use http_body_util::BodyExt;
 use netdiv_proto::pb;
@@ -25,39 +26,69 @@ use tonic::server::NamedService;
 use tonic::{Code, Status};
 use tower::Service;
 
-use super::grpc::{CompletionStream, GrpcService, QuerySource};
-
 /// The Infer method's path.
 const INFER_PATH: &str = "/netdiv.v1.SutNode/Infer";
 /// A gRPC message's prefix: compression flag and length.
 const PREFIX_LEN: usize = 5;
 
-/// tonic's generated service, with Infer taken here.
-#[derive(Clone, Debug)]
-pub(super) struct InferRoute<S> {
+/// The answers of one Infer call, as they are sent.
+pub(super) type CompletionStream =
+    Pin<Box<dyn Stream<Item = Result<pb::CompletionBatch, Status>> + Send>>;
+
+/// Where an Infer call's queries come from: tonic's decoder, or this
+/// module's own.
+pub(super) trait QuerySource: Send + 'static {
+    /// The next query; `None` when the client has ended its side.
+    fn message(
+        &mut self,
+    ) -> impl std::future::Future<Output = Result<Option<pb::Query>, Status>> + Send;
+}
+
+/// What serves an Infer call once its queries can be read (the node's
+/// gRPC service).
+pub(super) trait InferHandler: Send + Sync + 'static {
+    /// Checks the call's headers and starts it; its answers, or the
+    /// status it is refused with.
+    fn open_infer(&self, request: tonic::Request<QueryFrames>) -> Result<CompletionStream, Status>;
+}
+
+/// tonic's generated service `S`, with Infer taken here and served by `H`.
+#[derive(Debug)]
+pub(super) struct InferRoute<S, H> {
     inner: S,
-    service: Arc<GrpcService>,
+    handler: Arc<H>,
     max_message: usize,
 }
 
-impl<S> InferRoute<S> {
-    pub(super) fn new(inner: S, service: Arc<GrpcService>, max_message: usize) -> Self {
+impl<S: Clone, H> Clone for InferRoute<S, H> {
+    fn clone(&self) -> Self {
+        InferRoute {
+            inner: self.inner.clone(),
+            handler: self.handler.clone(),
+            max_message: self.max_message,
+        }
+    }
+}
+
+impl<S, H> InferRoute<S, H> {
+    pub(super) fn new(inner: S, handler: Arc<H>, max_message: usize) -> Self {
         InferRoute {
             inner,
-            service,
+            handler,
             max_message,
         }
     }
 }
 
-impl<S: NamedService> NamedService for InferRoute<S> {
+impl<S: NamedService, H> NamedService for InferRoute<S, H> {
     const NAME: &'static str = S::NAME;
 }
 
-impl<S> Service<http::Request<Body>> for InferRoute<S>
+impl<S, H> Service<http::Request<Body>> for InferRoute<S, H>
 where
     S: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>,
     S::Future: Send + 'static,
+    H: InferHandler,
 {
     type Response = http::Response<Body>;
     type Error = Infallible;
@@ -71,11 +102,12 @@ where
         if request.uri().path() != INFER_PATH {
             return Box::pin(self.inner.call(request));
         }
-        let service = self.service.clone();
+        let handler = self.handler.clone();
         let max_message = self.max_message;
         Box::pin(async move {
-            let request = tonic::Request::from_http(request);
-            let answers = service.open_infer(request, |body| QueryFrames::new(body, max_message));
+            let (parts, body) = request.into_parts();
+            let request = http::Request::from_parts(parts, QueryFrames::new(body, max_message));
+            let answers = handler.open_infer(tonic::Request::from_http(request));
             Ok(match answers {
                 Ok(answers) => answers_response(answers),
                 Err(status) => status.into_http(),
@@ -85,6 +117,7 @@ where
 }
 
 /// The Query messages of an Infer request body, decoded from its frames.
+#[derive(Debug)]
 pub(super) struct QueryFrames {
     body: Body,
     frames: VecDeque<Bytes>,
@@ -401,7 +434,11 @@ mod tests {
         let truncated = ok[..ok.len() - 1].to_vec();
         let garbage = [&[0, 0, 0, 0, 3][..], &[0xff, 0xff, 0xff]].concat();
         for (wire, code, words) in [
-            (too_long, Code::OutOfRange, "decoded message length too large"),
+            (
+                too_long,
+                Code::OutOfRange,
+                "decoded message length too large",
+            ),
             (compressed, Code::Internal, "compressed-flag"),
             (flag, Code::Internal, "invalid compression flag: 9"),
             (truncated, Code::Internal, "Unexpected EOF"),

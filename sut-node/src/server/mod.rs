@@ -1,8 +1,8 @@
 //! The two transports over one node: gRPC (tonic) and QUIC (quinn).
 
 mod connections;
-mod infer_route;
 pub mod grpc;
+mod infer_route;
 mod policy;
 pub mod quic;
 
