@@ -22,30 +22,26 @@ pub(super) fn tls_error(e: rustls::Error) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, format!("TLS: {e}"))
 }
 
+/// rustls's state after one look at the received bytes.
+type Status<'c, 'i, D> = UnbufferedStatus<'c, 'i, D>;
+/// What a finished handshake hands over: the keys and the key schedule.
+type Kernel<D> = (ExtractedSecrets, KernelConnection<D>);
+
 /// A client or server connection driven through its handshake.
 pub(super) trait Unbuffered: Sized {
     type Data;
-    fn process<'c, 'i>(
-        &'c mut self,
-        incoming: &'i mut [u8],
-    ) -> UnbufferedStatus<'c, 'i, Self::Data>;
-    fn into_kernel(self)
-        -> Result<(ExtractedSecrets, KernelConnection<Self::Data>), rustls::Error>;
+    fn process<'c, 'i>(&'c mut self, bytes: &'i mut [u8]) -> Status<'c, 'i, Self::Data>;
+    fn into_kernel(self) -> Result<Kernel<Self::Data>, rustls::Error>;
 }
 
 macro_rules! unbuffered {
     ($conn:ty, $data:ty) => {
         impl Unbuffered for $conn {
             type Data = $data;
-            fn process<'c, 'i>(
-                &'c mut self,
-                incoming: &'i mut [u8],
-            ) -> UnbufferedStatus<'c, 'i, Self::Data> {
-                self.process_tls_records(incoming)
+            fn process<'c, 'i>(&'c mut self, bytes: &'i mut [u8]) -> Status<'c, 'i, Self::Data> {
+                self.process_tls_records(bytes)
             }
-            fn into_kernel(
-                self,
-            ) -> Result<(ExtractedSecrets, KernelConnection<Self::Data>), rustls::Error> {
+            fn into_kernel(self) -> Result<Kernel<Self::Data>, rustls::Error> {
                 self.dangerous_into_kernel_connection()
             }
         }
