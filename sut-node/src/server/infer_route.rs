@@ -19,7 +19,7 @@ use futures::future::BoxFuture;
 use futures::Stream;
 use http_body::Frame;
 use http_body_util::BodyExt;
-use netdiv_proto::pb;
+use netdiv_proto::{pb, segments};
 use prost::Message;
 use tonic::body::Body;
 use tonic::server::NamedService;
@@ -322,8 +322,7 @@ impl http_body::Body for AnswerBody {
             Poll::Ready(Some(Ok(batch))) => {
                 let len = batch.encoded_len();
                 let mut message = BytesMut::with_capacity(PREFIX_LEN + len);
-                message.put_u8(0);
-                message.put_u32(len as u32);
+                message.put_slice(&segments::grpc_header(len));
                 batch.encode_raw(&mut message);
                 return Poll::Ready(Some(Ok(Frame::data(message.freeze()))));
             }
