@@ -1,7 +1,9 @@
 //! gRPC's TLS with netdiv's own record layer: rustls runs the handshake
 //! (certificates, mTLS, TLS 1.3 only) through its unbuffered API and then
 //! hands over the traffic keys, as it does for kernel TLS; netdiv seals
-//! and opens the records with ring's AEADs.
+//! and opens the records with AWS-LC's AEADs (aws-lc-rs: its AVX-512
+//! AES-GCM is twice ring's speed where the CPU has it, and it seals out of
+//! place; rustls's handshake and QUIC keep ring).
 //!
 //! Why not rustls's buffered connection (tokio-rustls, as tonic uses it):
 //! it reads the socket 4 to 17 KiB at a time, copies each record's
@@ -11,10 +13,12 @@
 //! what TLS cost beyond the cipher itself (docs/benchmarks.md, "Bytes per
 //! CPU-second"). Here the socket is read straight into the caller's buffer
 //! when it has room for a large read, and each record is opened there, its
-//! content moved into place in the same pass as the decryption (ring's
-//! `open_within`): no copy but the kernel's. A smaller buffer is served
+//! content moved into place in the same pass as the decryption
+//! (`open_within`): no copy but the kernel's. A smaller buffer is served
 //! from a receive buffer of up to 256 KiB, one copy. Writes are sealed
-//! into one buffer and sent in one call.
+//! into one buffer and sent in one call; a large part of a write (a
+//! sample) is sealed from where it lies, straight into that buffer, and
+//! only small parts (frame headers, small fields) are copied first.
 //!
 //! What stays with rustls: the whole handshake and the key schedule
 //! (its `KernelConnection` derives the next keys when either side

@@ -5,7 +5,7 @@
 use std::io;
 use std::ops::Range;
 
-use ring::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey, NONCE_LEN};
+use aws_lc_rs::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey, NONCE_LEN};
 use rustls::ConnectionTrafficSecrets;
 
 /// A record's header: outer type, legacy version, payload length.
@@ -119,10 +119,7 @@ impl RecordKey {
         start: usize,
     ) -> io::Result<()> {
         out.push(kind.byte());
-        let payload_len = out.len() - start - HEADER_LEN + TAG_LEN;
-        debug_assert!(payload_len <= MAX_CONTENT + 1 + TAG_LEN);
-        let length = (payload_len as u16).to_be_bytes();
-        let header = [OPAQUE_TYPE, 3, 3, length[0], length[1]];
+        let header = header(out.len() - start - HEADER_LEN + TAG_LEN);
         out[start..start + HEADER_LEN].copy_from_slice(&header);
         let nonce = self.next_nonce()?;
         let tag = self
@@ -131,6 +128,35 @@ impl RecordKey {
             .map_err(|_| io::Error::other("TLS: a record could not be sealed"))?;
         out.extend_from_slice(tag.as_ref());
         Ok(())
+    }
+
+    /// Appends a whole record protecting `content`, read where it lies:
+    /// the ciphertext is written straight into `out`, so the content is
+    /// not copied first (AWS-LC seals out of place; ring only in place).
+    pub(super) fn seal_from(
+        &mut self,
+        kind: Content,
+        content: &[u8],
+        out: &mut Vec<u8>,
+    ) -> io::Result<()> {
+        let header = header(content.len() + 1 + TAG_LEN);
+        let start = out.len();
+        out.extend_from_slice(&header);
+        // Zeros the AEAD overwrites: a pass over a buffer in cache, cheaper
+        // than the copy of the content it replaces.
+        out.resize(start + HEADER_LEN + content.len() + 1 + TAG_LEN, 0);
+        let (ciphertext, type_and_tag) = out[start + HEADER_LEN..].split_at_mut(content.len());
+        let nonce = self.next_nonce()?;
+        self.key
+            .seal_out_of_place_scatter(
+                nonce,
+                Aad::from(header),
+                content,
+                ciphertext,
+                &[kind.byte()],
+                type_and_tag,
+            )
+            .map_err(|_| io::Error::other("TLS: a record could not be sealed"))
     }
 
     /// Opens the whole record at `record` of `buf` and writes its content
@@ -164,6 +190,14 @@ impl RecordKey {
             .ok_or_else(|| bad_record(format!("a record of content type {}", inner[type_at])))?;
         Ok((kind, type_at))
     }
+}
+
+/// A protected record's header for a payload of `payload_len` bytes
+/// (content, its type and the tag).
+fn header(payload_len: usize) -> [u8; HEADER_LEN] {
+    debug_assert!(payload_len <= MAX_CONTENT + 1 + TAG_LEN);
+    let length = (payload_len as u16).to_be_bytes();
+    [OPAQUE_TYPE, 3, 3, length[0], length[1]]
 }
 
 /// Starts a record at the end of `out`: room for its header, which

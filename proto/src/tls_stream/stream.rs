@@ -11,8 +11,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::handshake::{Established, KeySchedule};
 use super::records::{
-    self, bad_record, Content, PostHandshake, RecordKey, CLOSE_NOTIFY, KEY_UPDATE_NOT_REQUESTED,
-    MAX_CONTENT, MAX_RECORD,
+    self, bad_record, Content, PostHandshake, RecordKey, CLOSE_NOTIFY, HEADER_LEN,
+    KEY_UPDATE_NOT_REQUESTED, MAX_CONTENT, MAX_RECORD,
 };
 
 /// The receive buffer's first size: enough for a few records, so that an
@@ -26,6 +26,10 @@ const INBOX_MAX: usize = 256 * 1024;
 const DIRECT_READ_MIN: usize = 4 * MAX_RECORD;
 /// The most of the caller's bytes sealed per write call: one send each.
 const OUTBOX_MAX: usize = 256 * 1024;
+/// A part of a write shorter than this is copied into a record with its
+/// neighbours, so that a frame's 9-byte header does not cost a record of
+/// its own; a longer one is sealed from the caller's memory.
+const COPIED_BELOW: usize = 2048;
 
 /// A TLS 1.3 connection over `IO` whose records netdiv seals and opens
 /// itself with the keys rustls agreed (see the module's documentation).
@@ -195,31 +199,62 @@ impl<IO> TlsStream<IO> {
     }
 
     /// Seals the first `len` bytes of `bufs` into records of at most
-    /// [`MAX_CONTENT`] bytes each.
+    /// [`MAX_CONTENT`] bytes each. A part of [`COPIED_BELOW`] bytes or
+    /// more is sealed where it lies, in records of its own; smaller parts
+    /// (frame headers, a message's small fields) are copied into a record
+    /// together.
     fn seal_application_data(&mut self, bufs: &[IoSlice<'_>], len: usize) -> io::Result<()> {
-        let mut left = len;
-        let mut parts = bufs.iter().map(|b| &b[..]).filter(|b| !b.is_empty());
-        let mut part: &[u8] = &[];
         self.outbox
             .reserve(len + len.div_ceil(MAX_CONTENT) * (MAX_RECORD - MAX_CONTENT));
-        while left > 0 {
-            if self.tx.records() >= self.tx_records_per_key {
-                self.change_sending_key()?;
-            }
-            let start = records::begin(&mut self.outbox);
-            let mut room = left.min(MAX_CONTENT);
-            left -= room;
-            while room > 0 {
-                if part.is_empty() {
-                    part = parts.next().unwrap_or_default();
+        let mut left = len;
+        // Where the record being filled with copied parts starts.
+        let mut open: Option<usize> = None;
+        for part in bufs {
+            let mut part = &part[..part.len().min(left)];
+            left -= part.len();
+            if part.len() >= COPIED_BELOW {
+                if let Some(start) = open.take() {
+                    self.tx
+                        .seal(Content::ApplicationData, &mut self.outbox, start)?;
                 }
-                let n = part.len().min(room);
+                for content in part.chunks(MAX_CONTENT) {
+                    self.key_for_next_record()?;
+                    self.tx
+                        .seal_from(Content::ApplicationData, content, &mut self.outbox)?;
+                }
+                continue;
+            }
+            while !part.is_empty() {
+                let start = match open {
+                    Some(start) => start,
+                    None => {
+                        self.key_for_next_record()?;
+                        *open.insert(records::begin(&mut self.outbox))
+                    }
+                };
+                let room = MAX_CONTENT - (self.outbox.len() - start - HEADER_LEN);
+                let n = room.min(part.len());
                 self.outbox.extend_from_slice(&part[..n]);
                 part = &part[n..];
-                room -= n;
+                if n == room {
+                    self.tx
+                        .seal(Content::ApplicationData, &mut self.outbox, start)?;
+                    open = None;
+                }
             }
+        }
+        if let Some(start) = open {
             self.tx
                 .seal(Content::ApplicationData, &mut self.outbox, start)?;
+        }
+        Ok(())
+    }
+
+    /// Changes the sending key first if it has sealed its share of records.
+    /// Called only between records: the key update is a record itself.
+    fn key_for_next_record(&mut self) -> io::Result<()> {
+        if self.tx.records() >= self.tx_records_per_key {
+            self.change_sending_key()?;
         }
         Ok(())
     }
