@@ -213,10 +213,7 @@ impl<IO> TlsStream<IO> {
             let mut part = &part[..part.len().min(left)];
             left -= part.len();
             if part.len() >= COPIED_BELOW {
-                if let Some(start) = open.take() {
-                    self.tx
-                        .seal(Content::ApplicationData, &mut self.outbox, start)?;
-                }
+                self.seal_open_record(&mut open)?;
                 for content in part.chunks(MAX_CONTENT) {
                     self.key_for_next_record()?;
                     self.tx
@@ -237,17 +234,21 @@ impl<IO> TlsStream<IO> {
                 self.outbox.extend_from_slice(&part[..n]);
                 part = &part[n..];
                 if n == room {
-                    self.tx
-                        .seal(Content::ApplicationData, &mut self.outbox, start)?;
-                    open = None;
+                    self.seal_open_record(&mut open)?;
                 }
             }
         }
-        if let Some(start) = open {
-            self.tx
-                .seal(Content::ApplicationData, &mut self.outbox, start)?;
+        self.seal_open_record(&mut open)
+    }
+
+    /// Seals the record being filled with copied parts, if one is open.
+    fn seal_open_record(&mut self, open: &mut Option<usize>) -> io::Result<()> {
+        match open.take() {
+            Some(start) => self
+                .tx
+                .seal(Content::ApplicationData, &mut self.outbox, start),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Changes the sending key first if it has sealed its share of records.

@@ -15,6 +15,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use clap::Parser;
+use netdiv_tests::bench::median;
 
 #[derive(Parser)]
 #[command(about = "ring's and AWS-LC's AES-128-GCM on TLS records, side by side")]
@@ -64,11 +65,6 @@ fn thread_cpu_seconds() -> f64 {
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
     assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
     t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// One library's AES-128-GCM, as the record layer calls it.
@@ -150,7 +146,7 @@ fn each(args: &Args, ciphers: [&dyn Cipher; 2], len: usize, case: Case) -> [f64;
                 assert!(c.open(i % count, &mut work));
             }),
         });
-        median(runs.collect())
+        median(&runs.collect::<Vec<_>>())
     })
 }
 
@@ -187,7 +183,8 @@ fn main() {
     let len = 16384;
     let mut record = vec![0u8; len + 17];
     let at = |i: u64| (i as usize * len) % (COLD_SET - len);
-    let runs = |f: &mut dyn FnMut() -> f64| median((0..args.repeat).map(|_| f()).collect());
+    let runs =
+        |f: &mut dyn FnMut() -> f64| median(&(0..args.repeat).map(|_| f()).collect::<Vec<_>>());
     let [r, copied] = both.map(|c| {
         runs(&mut || {
             rate(args.seconds, len, |i| {
