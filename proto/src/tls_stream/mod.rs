@@ -33,6 +33,7 @@
 //! whole.
 
 mod handshake;
+mod outbox;
 mod records;
 mod stream;
 #[cfg(test)]

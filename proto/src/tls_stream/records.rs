@@ -8,6 +8,8 @@ use std::ops::Range;
 use aws_lc_rs::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey, NONCE_LEN};
 use rustls::ConnectionTrafficSecrets;
 
+use super::outbox::Outbox;
+
 /// A record's header: outer type, legacy version, payload length.
 pub(super) const HEADER_LEN: usize = 5;
 /// The AEAD tag after every payload (all TLS 1.3 ciphers use 16 bytes).
@@ -112,12 +114,7 @@ impl RecordKey {
     /// Protects the record that [`begin`] started at `start` of `out`, whose
     /// content the caller has appended since: appends its type and tag and
     /// fills in its length.
-    pub(super) fn seal(
-        &mut self,
-        kind: Content,
-        out: &mut Vec<u8>,
-        start: usize,
-    ) -> io::Result<()> {
+    pub(super) fn seal(&mut self, kind: Content, out: &mut Outbox, start: usize) -> io::Result<()> {
         out.push(kind.byte());
         let header = header(out.len() - start - HEADER_LEN + TAG_LEN);
         out[start..start + HEADER_LEN].copy_from_slice(&header);
@@ -137,15 +134,12 @@ impl RecordKey {
         &mut self,
         kind: Content,
         content: &[u8],
-        out: &mut Vec<u8>,
+        out: &mut Outbox,
     ) -> io::Result<()> {
         let header = header(content.len() + 1 + TAG_LEN);
-        let start = out.len();
         out.extend_from_slice(&header);
-        // Zeros the AEAD overwrites: a pass over a buffer in cache, cheaper
-        // than the copy of the content it replaces.
-        out.resize(start + HEADER_LEN + content.len() + 1 + TAG_LEN, 0);
-        let (ciphertext, type_and_tag) = out[start + HEADER_LEN..].split_at_mut(content.len());
+        let room = out.room(content.len() + 1 + TAG_LEN);
+        let (ciphertext, type_and_tag) = room.split_at_mut(content.len());
         let nonce = self.next_nonce()?;
         self.key
             .seal_out_of_place_scatter(
@@ -202,7 +196,7 @@ fn header(payload_len: usize) -> [u8; HEADER_LEN] {
 
 /// Starts a record at the end of `out`: room for its header, which
 /// [`RecordKey::seal`] fills in. Returns where the record starts.
-pub(super) fn begin(out: &mut Vec<u8>) -> usize {
+pub(super) fn begin(out: &mut Outbox) -> usize {
     let start = out.len();
     out.extend_from_slice(&[0; HEADER_LEN]);
     start

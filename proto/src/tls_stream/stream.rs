@@ -10,6 +10,7 @@ use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::handshake::{Established, KeySchedule};
+use super::outbox::Outbox;
 use super::records::{
     self, bad_record, Content, PostHandshake, RecordKey, CLOSE_NOTIFY, HEADER_LEN,
     KEY_UPDATE_NOT_REQUESTED, MAX_CONTENT, MAX_RECORD,
@@ -49,9 +50,8 @@ pub struct TlsStream<IO> {
     unread: Range<usize>,
     /// The peer closed its side (close_notify, or the socket's end).
     read_closed: bool,
-    /// Sealed records not yet written, from `sent` on.
-    outbox: Vec<u8>,
-    sent: usize,
+    /// Sealed records not yet written.
+    outbox: Outbox,
     close_notify_sealed: bool,
     /// Keys changed so far: the peer's, ours.
     key_changes: (u64, u64),
@@ -94,8 +94,7 @@ impl<IO> TlsStream<IO> {
             filled,
             unread: 0..early_data.len(),
             read_closed: false,
-            outbox: Vec::new(),
-            sent: 0,
+            outbox: Outbox::default(),
             close_notify_sealed: false,
             key_changes: (0, 0),
         })
@@ -264,15 +263,13 @@ impl<IO> TlsStream<IO> {
 impl<IO: AsyncWrite + Unpin> TlsStream<IO> {
     /// Writes every sealed record out.
     fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        while self.sent < self.outbox.len() {
-            let n = ready!(Pin::new(&mut self.io).poll_write(cx, &self.outbox[self.sent..]))?;
+        while !self.outbox.unsent().is_empty() {
+            let n = ready!(Pin::new(&mut self.io).poll_write(cx, self.outbox.unsent()))?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
-            self.sent += n;
+            self.outbox.mark_sent(n);
         }
-        self.outbox.clear();
-        self.sent = 0;
         Poll::Ready(Ok(()))
     }
 }
@@ -281,7 +278,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
     /// Sends what a key update queued, if the socket takes it now; else it
     /// goes with the next write or flush.
     fn send_pending(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
-        if self.sent < self.outbox.len() {
+        if !self.outbox.unsent().is_empty() {
             if let Poll::Ready(Err(e)) = self.poll_send(cx) {
                 return Err(e);
             }

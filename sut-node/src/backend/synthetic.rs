@@ -2,7 +2,7 @@
 //! answers with a deterministic function of the input bytes, so a response
 //! delivered to the wrong sample is detectable end to end.
 
-use super::hash::word_hash;
+use super::hash::{lane_hash, word_hash};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -86,36 +86,11 @@ impl SyntheticBackend {
     }
 }
 
-/// [`word_hash`] in four lanes over 32-byte blocks: four independent
-/// multiply chains instead of one, so the processor runs them side by
-/// side. Reading a 150 KB sample with one chain was 5 % of a busy link's
-/// CPU (docs/benchmarks.md, "Bytes per CPU-second").
-fn output_hash(bytes: &[u8]) -> u64 {
-    const PRIME: u64 = 0x100000001b3;
-    let mut lanes: [u64; 4] = [
-        0xcbf29ce484222325,
-        0x9e3779b97f4a7c15,
-        0xd6e8feb86659fd93,
-        0x94d049bb133111eb,
-    ];
-    let mut blocks = bytes.chunks_exact(32);
-    for block in blocks.by_ref() {
-        for (lane, word) in lanes.iter_mut().zip(block.chunks_exact(8)) {
-            let word = u64::from_le_bytes(word.try_into().expect("8 bytes"));
-            *lane = (*lane ^ word).wrapping_mul(PRIME);
-        }
-    }
-    let tail = word_hash(blocks.remainder());
-    lanes.iter().fold(tail ^ bytes.len() as u64, |h, &lane| {
-        (h ^ lane).wrapping_mul(PRIME)
-    })
-}
-
 /// The output the synthetic backend gives for `input`: a hash of every
 /// byte of it (little endian), then that hash repeated to `output_bytes`
 /// (so outputs compress well, to exercise response codecs).
 pub fn expected_output(input: &[u8], output_bytes: usize) -> Vec<u8> {
-    let hash = output_hash(input).to_le_bytes();
+    let hash = lane_hash(input).to_le_bytes();
     let len = output_bytes.max(8);
     let mut out = Vec::with_capacity(len);
     while out.len() < len {
