@@ -62,13 +62,21 @@ fn link_rate_smoke_fills_a_shaped_gigabit_link() -> Result<()> {
 /// has its throughput and its bytes per CPU-second, and QUIC's its datagram
 /// size (within the link's MTU) and datagrams per send;
 /// 4-byte samples fill the small-query table (samples/s, CPU-µs each).
+/// On two CPUs or more it runs `--pin` (each end on a CPU of its own; the
+/// benchmark checks the node's CPU list itself) and says so.
 /// The figures themselves are the benchmark's business.
 #[test]
 fn bytes_per_cpu_smoke_fills_its_table() -> Result<()> {
     if !netns::available() {
         return skip_unless_ci("root and `ip netns` (a veth link into a namespace)");
     }
-    let stdout = quick_run(env!("CARGO_BIN_EXE_bytes-per-cpu"))?;
+    let pin = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+    let flags: &[&str] = if pin { &["--pin"] } else { &[] };
+    let stdout = quick_run_with(env!("CARGO_BIN_EXE_bytes-per-cpu"), flags)?;
+    ensure!(
+        !pin || stdout.contains("; pinned: the LoadGen node and iperf3's client on CPU 0,"),
+        "a pinned run that does not say so:\n{stdout}"
+    );
     for label in [
         "iperf3 (TCP, one stream)",
         "netdiv gRPC (plain)",

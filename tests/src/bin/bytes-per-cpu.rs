@@ -16,8 +16,9 @@
 //!
 //! Needs root (`ip netns`) and iperf3 (`tests/setup/iperf3.sh` installs
 //! Debian's package). Usage: `cargo run --release -p netdiv-tests --bin
-//! bytes-per-cpu [--quick] [--mtu 1500,9000]`; `--quick` is the smoke run
-//! CI does (MTU 1500 only).
+//! bytes-per-cpu [--quick] [--mtu 1500,9000] [--pin]`; `--quick` is the
+//! smoke run CI does (MTU 1500 only); `--pin` puts each end on a CPU of
+//! its own.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -78,6 +79,62 @@ struct Cli {
     /// samples at 20,000/s, 2 s runs, one repeat, at MTU 1500.
     #[arg(long)]
     quick: bool,
+    /// Each end on a CPU of its own: the LoadGen node and iperf3's client
+    /// on CPU 0, the sut-node and iperf3's server on CPU 1, as on two
+    /// machines. Unpinned, where the scheduler puts the threads of the
+    /// two ends (together or apart) moves a run's figure by up to a
+    /// fifth; pinned, netdiv's figure holds within a few per cent.
+    #[arg(long)]
+    pin: bool,
+}
+
+/// The CPUs of `--pin`: the sending end's, the node's.
+const SENDER_CPU: usize = 0;
+const NODE_CPU: usize = 1;
+
+/// Keeps the calling thread, and the processes it starts from now on
+/// (they inherit it), on `cpu`.
+fn pin_this_thread(cpu: usize) -> Result<()> {
+    ensure!(
+        cpu < libc::CPU_SETSIZE as usize,
+        "CPU {cpu} is past the set"
+    );
+    // SAFETY: a zeroed cpu_set_t is a valid empty set, CPU_SET writes
+    // within it for a CPU below CPU_SETSIZE (checked above), and the call
+    // reads the set whose size it is given.
+    let pinned = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if pinned != 0 {
+        bail!(
+            "cannot pin to CPU {cpu}: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(())
+}
+
+/// The CPUs process `pid` may run on, as the kernel lists them ("1",
+/// "0-1").
+fn allowed_cpus(pid: u32) -> Result<String> {
+    let path = format!("/proc/{pid}/status");
+    let status = std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(|cpus| cpus.trim().to_string())
+        .with_context(|| format!("{path}: no Cpus_allowed_list"))
+}
+
+/// Runs `start` with the calling thread on `cpu` (what it starts stays
+/// there), then puts the thread back on `back`.
+fn started_on<T>(cpu: usize, back: usize, start: impl FnOnce() -> Result<T>) -> Result<T> {
+    pin_this_thread(cpu)?;
+    let started = start();
+    pin_this_thread(back)?;
+    started
 }
 
 /// 3D-UNet runs: every KiTS19 case twice.
@@ -346,7 +403,7 @@ fn iperf3() -> Result<PathBuf> {
 
 /// One iperf3 TCP stream from here to a server in `ns` for `seconds`;
 /// both processes' CPU from their exits.
-fn iperf3_run(iperf3: &Path, ns: &Netns, seconds: u64) -> Result<Moved> {
+fn iperf3_run(iperf3: &Path, ns: &Netns, seconds: u64, pin: bool) -> Result<Moved> {
     // The namespace is this run's own, so no other program holds a port
     // there: a fixed one cannot collide.
     let port = "5201";
@@ -365,7 +422,12 @@ fn iperf3_run(iperf3: &Path, ns: &Netns, seconds: u64) -> Result<Moved> {
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let deadline = Duration::from_secs(seconds + 60);
-    let server = std::thread::spawn(move || run_with_deadline(&mut server, deadline));
+    let server = std::thread::spawn(move || {
+        if pin {
+            pin_this_thread(NODE_CPU)?;
+        }
+        run_with_deadline(&mut server, deadline)
+    });
     let mut client = None;
     for _ in 0..50 {
         std::thread::sleep(Duration::from_millis(100));
@@ -428,6 +490,17 @@ fn bench(cli: &Cli) -> Result<String> {
         bail!("--repeat and --seconds must be at least 1");
     }
     loadgen_node_bin()?;
+    // Before any pinning, which would show one CPU.
+    let machine = machine_description();
+    if cli.pin {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        ensure!(
+            cpus > NODE_CPU,
+            "--pin needs two CPUs; this machine has {cpus}"
+        );
+        // The LoadGen node and iperf3's client are started from here.
+        pin_this_thread(SENDER_CPU)?;
+    }
     let iperf3 = iperf3()?;
     let dir = test_dir("bytes-per-cpu")?;
     let certs = dir.join("certs");
@@ -460,11 +533,11 @@ fn bench(cli: &Cli) -> Result<String> {
         links.push(measure_link(cli, &ns, &iperf3, &cases, &certs, mtu)?);
     }
     let mut out = String::new();
-    writeln!(out, "{}", machine_description())?;
+    writeln!(out, "{machine}")?;
     writeln!(
         out,
         "A sut-node in a network namespace behind an unshaped veth pair (MTU {}), the \
-         synthetic backend at zero cost; Offline; median of {} runs. CPU: both processes \
+         synthetic backend at zero cost; Offline; median of {} runs{}. CPU: both processes \
          together (the LoadGen node's from its exit, the node's from /proc across the run; \
          iperf3's client from its own report, its server from its exit).\n",
         cli.mtus
@@ -472,7 +545,13 @@ fn bench(cli: &Cli) -> Result<String> {
             .map(u32::to_string)
             .collect::<Vec<_>>()
             .join(", then "),
-        cli.repeat
+        cli.repeat,
+        match cli.pin {
+            true =>
+                "; pinned: the LoadGen node and iperf3's client on CPU 0, the node and \
+                     iperf3's server on CPU 1",
+            false => "",
+        }
     )?;
     out.push_str(&bytes_table(&links)?);
     if cli.samples.contains(&Samples::Small) {
@@ -509,7 +588,7 @@ fn measure_link(
     eprintln!("bytes-per-cpu: the link at MTU {mtu}");
     let kernel = median_of(
         &(0..cli.repeat)
-            .map(|_| iperf3_run(iperf3, ns, cli.seconds))
+            .map(|_| iperf3_run(iperf3, ns, cli.seconds, cli.pin))
             .collect::<Result<Vec<_>>>()?,
     );
     let mut measured = Vec::new();
@@ -555,11 +634,20 @@ fn measure(
     };
     let tls = (transport != Transport::Grpc).then_some(certs);
     let node_conf = case.node_conf.to_str().context("utf-8 path")?;
-    let node = ns.start_node_tls(
-        "bytes-per-cpu",
-        tls,
-        &["--config", node_conf, "--transport", node_transport],
-    )?;
+    let args = ["--config", node_conf, "--transport", node_transport];
+    let node = match cli.pin {
+        true => started_on(NODE_CPU, SENDER_CPU, || {
+            ns.start_node_tls("bytes-per-cpu", tls, &args)
+        })?,
+        false => ns.start_node_tls("bytes-per-cpu", tls, &args)?,
+    };
+    if cli.pin {
+        let cpus = allowed_cpus(node.child.id())?;
+        ensure!(
+            cpus == NODE_CPU.to_string(),
+            "the node was to run on CPU {NODE_CPU} only; it may run on {cpus}"
+        );
+    }
     let mut runs = Vec::new();
     for round in 0..cli.repeat {
         eprintln!(
