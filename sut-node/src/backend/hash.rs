@@ -33,9 +33,7 @@ const LANES: usize = 32;
 pub(crate) fn lane_hash(bytes: &[u8]) -> u64 {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512dq")
-        {
+        if has_avx512() {
             // SAFETY: the processor has the features this copy is compiled for.
             return unsafe { lane_hash_avx512(bytes) };
         }
@@ -45,6 +43,13 @@ pub(crate) fn lane_hash(bytes: &[u8]) -> u64 {
         }
     }
     lane_hash_portable(bytes)
+}
+
+/// The processor has what [`lane_hash_avx512`] is compiled for.
+#[cfg(target_arch = "x86_64")]
+fn has_avx512() -> bool {
+    std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512dq")
 }
 
 /// [`lane_hash`] where 64-bit multiplies have a vector instruction.
@@ -122,9 +127,7 @@ mod tests {
                 assert_eq!(unsafe { lane_hash_avx2(&bytes) }, portable, "{len} B");
             }
             #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("avx512f")
-                && std::arch::is_x86_feature_detected!("avx512dq")
-            {
+            if has_avx512() {
                 // SAFETY: checked just above.
                 assert_eq!(unsafe { lane_hash_avx512(&bytes) }, portable, "{len} B");
             }

@@ -547,10 +547,11 @@ fn bench(cli: &Cli) -> Result<String> {
             .join(", then "),
         cli.repeat,
         match cli.pin {
-            true =>
-                "; pinned: the LoadGen node and iperf3's client on CPU 0, the node and \
-                     iperf3's server on CPU 1",
-            false => "",
+            true => format!(
+                "; pinned: the LoadGen node and iperf3's client on CPU {SENDER_CPU}, the node \
+                 and iperf3's server on CPU {NODE_CPU}"
+            ),
+            false => String::new(),
         }
     )?;
     out.push_str(&bytes_table(&links)?);
@@ -635,19 +636,18 @@ fn measure(
     let tls = (transport != Transport::Grpc).then_some(certs);
     let node_conf = case.node_conf.to_str().context("utf-8 path")?;
     let args = ["--config", node_conf, "--transport", node_transport];
-    let node = match cli.pin {
-        true => started_on(NODE_CPU, SENDER_CPU, || {
-            ns.start_node_tls("bytes-per-cpu", tls, &args)
-        })?,
-        false => ns.start_node_tls("bytes-per-cpu", tls, &args)?,
-    };
-    if cli.pin {
+    let start = || ns.start_node_tls("bytes-per-cpu", tls, &args);
+    let node = if cli.pin {
+        let node = started_on(NODE_CPU, SENDER_CPU, start)?;
         let cpus = allowed_cpus(node.child.id())?;
         ensure!(
             cpus == NODE_CPU.to_string(),
             "the node was to run on CPU {NODE_CPU} only; it may run on {cpus}"
         );
-    }
+        node
+    } else {
+        start()?
+    };
     let mut runs = Vec::new();
     for round in 0..cli.repeat {
         eprintln!(
