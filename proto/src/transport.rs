@@ -65,11 +65,17 @@ pub const HTTP2_KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(1);
 /// How long the QDL waits for a ping's answer before the node is lost.
 pub const HTTP2_KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// QUIC flow-control window of one stream (one query), bytes.
-pub const QUIC_STREAM_WINDOW: u32 = 16 << 20;
-/// QUIC flow-control window of a connection, bytes: a node's worth of
-/// 150 KB samples in flight.
-pub const QUIC_CONNECTION_WINDOW: u32 = 128 << 20;
+/// QUIC flow-control window of one stream, bytes: as much as the
+/// connection's, so one large sample may use all of it.
+pub const QUIC_STREAM_WINDOW: u32 = QUIC_CONNECTION_WINDOW;
+/// QUIC flow-control window of a connection, bytes: the most that is in
+/// flight to one node. Cubic grows its congestion window until a loss, and
+/// a veth or LAN loses nothing, so this window is what bounds the queue of
+/// received datagrams waiting for the node; at 128 MiB the node copied and
+/// decrypted them cold from memory, and at MTU 1500 it moved 10 % fewer
+/// bytes per CPU-second than at 8 MiB (docs/benchmarks.md). 8 MiB still
+/// fills 100 Gbit/s at a 500 µs round trip.
+pub const QUIC_CONNECTION_WINDOW: u32 = 8 << 20;
 /// Congestion window a QUIC connection starts with, bytes. quinn's default
 /// (about 14 KB, for the open Internet) makes a fresh connection ramp up
 /// over many round trips, and its pacing spreads a burst of small queries
