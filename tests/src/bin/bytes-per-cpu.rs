@@ -447,9 +447,11 @@ fn iperf3_run(iperf3: &Path, ns: &Netns, seconds: u64, pin: bool) -> Result<Move
     let client = client.context("iperf3 could not reach its server in 5 s")?;
     let report: Value = serde_json::from_slice(&client.stdout).context("iperf3 --json")?;
     let received = &report["end"]["sum_received"];
-    let bytes = received["bytes"]
-        .as_f64()
-        .context("iperf3: no bytes received")?;
+    let bytes = received["bytes"].as_f64().with_context(|| {
+        // iperf3 may end with success and an error in its report.
+        let said = report["error"].as_str().unwrap_or("no error given");
+        format!("iperf3: no bytes received ({said})")
+    })?;
     let secs = received["seconds"].as_f64().context("iperf3: no seconds")?;
     // The client's own CPU: iperf3 reports it in percent of its wall time.
     let client_percent = report["end"]["cpu_utilization_percent"]["host_total"]
