@@ -448,7 +448,7 @@ fn iperf3_run(iperf3: &Path, ns: &Netns, seconds: u64, pin: bool) -> Result<Move
     let report: Value = serde_json::from_slice(&client.stdout).context("iperf3 --json")?;
     let received = &report["end"]["sum_received"];
     let bytes = received["bytes"].as_f64().with_context(|| {
-        // iperf3 may end with success and an error in its report.
+        // Its report's `error`, if it wrote one, says why.
         let said = report["error"].as_str().unwrap_or("no error given");
         format!("iperf3: no bytes received ({said})")
     })?;
