@@ -1,7 +1,8 @@
 //! What the benchmark binaries (`src/bin/*`) share: the machine line of
 //! their reports, the median of repeated runs, the search for the highest
 //! VALID Server target ([`QpsSearch`]), the token figures of a run's
-//! summary ([`token_measure`]), and how they end.
+//! summary ([`token_measure`]), how fast one CPU copies out of memory
+//! ([`copy_rate_from_memory`]), and how they end.
 
 use anyhow::{Context, Result};
 
@@ -51,6 +52,30 @@ pub fn token_measure(run: &LoadgenRun, scenario: &str) -> Result<TokenMeasure> {
         samples_per_s: number("Completed samples per second")?,
         valid,
     })
+}
+
+/// How fast one CPU copies a set of `set_bytes` out of memory, in GB/s: 1
+/// MiB at a time into one small buffer that stays in cache, pass after
+/// pass for at least `at_least`, as a sender reads the samples a QSL holds.
+/// A set larger than the caches measures what the memory gives one CPU:
+/// the most any sender can read samples at that are not in cache.
+pub fn copy_rate_from_memory(set_bytes: u64, at_least: std::time::Duration) -> f64 {
+    const PIECE: usize = 1 << 20;
+    let len = usize::try_from(set_bytes).unwrap_or(usize::MAX).max(PIECE);
+    // Filled with a non-zero byte, so every page is really there.
+    let set = vec![1u8; len];
+    let mut piece = vec![0u8; PIECE];
+    let start = std::time::Instant::now();
+    let mut copied = 0u64;
+    while start.elapsed() < at_least {
+        for chunk in set.chunks(PIECE) {
+            piece[..chunk.len()].copy_from_slice(chunk);
+            // Keeps the compiler from dropping a copy nothing reads.
+            std::hint::black_box(&mut piece);
+        }
+        copied += len as u64;
+    }
+    copied as f64 / start.elapsed().as_secs_f64() / 1e9
 }
 
 /// One line naming the CPU, how many CPUs this process may use and the

@@ -61,7 +61,8 @@ fn link_rate_smoke_fills_a_shaped_gigabit_link() -> Result<()> {
 /// namespace at Ethernet's standard MTU (1500), and every row of the table
 /// has its throughput and its bytes per CPU-second, and QUIC's its datagram
 /// size (within the link's MTU) and datagrams per send;
-/// 4-byte samples fill the small-query table (samples/s, CPU-µs each).
+/// 4-byte samples fill the small-query table (samples/s, CPU-µs each);
+/// a line says how fast one CPU copies the loaded set out of memory.
 /// On two CPUs or more it runs `--pin` (each end on a CPU of its own; the
 /// benchmark checks the node's CPU list itself) and says so.
 /// The figures themselves are the benchmark's business.
@@ -77,6 +78,15 @@ fn bytes_per_cpu_smoke_fills_its_table() -> Result<()> {
         !pin || stdout.contains("; pinned: the LoadGen node and iperf3's client on CPU 0,"),
         "a pinned run that does not say so:\n{stdout}"
     );
+    // The memory line: what one CPU copies out of memory, a positive rate.
+    let memory: f64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("Memory: one CPU copies the largest loaded set ("))
+        .and_then(|rest| rest.split(" out of memory at ").nth(1))
+        .and_then(|rest| rest.split(" GB/s").next())
+        .and_then(|rate| rate.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no memory line in:\n{stdout}"))?;
+    ensure!(memory > 0.0, "memory copy rate {memory}\n{stdout}");
     for label in [
         "iperf3 (TCP, one stream)",
         "netdiv gRPC (plain)",

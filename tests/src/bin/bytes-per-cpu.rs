@@ -10,7 +10,9 @@
 //! node's from its exit, the node's from `/proc` across the run), beside
 //! iperf3 (TCP, one stream) over the same link in the same run, with
 //! QUIC's datagram size and datagrams per send (segmentation offload) and
-//! the LoadGen node's peak memory against the samples its QSL held. A
+//! the LoadGen node's peak memory against the samples its QSL held, and
+//! how fast one CPU copies a set that size out of memory (iperf3 never
+//! reads its payload from there; netdiv's sender must). A
 //! second table gives 4-byte samples (`--benchmark null`): samples/s and
 //! CPU-µs per sample of both ends, per transport.
 //!
@@ -28,7 +30,7 @@ use std::time::Duration;
 use anyhow::{bail, ensure, Context, Result};
 use serde_json::Value;
 
-use netdiv_tests::bench::{finish_benchmark, machine_description, median};
+use netdiv_tests::bench::{copy_rate_from_memory, finish_benchmark, machine_description, median};
 use netdiv_tests::binaries::workspace_root;
 use netdiv_tests::configs::{node_toml, zero_cost_node, UserConf};
 use netdiv_tests::netns::{self, Netns};
@@ -556,12 +558,35 @@ fn bench(cli: &Cli) -> Result<String> {
             false => String::new(),
         }
     )?;
+    if let Some(line) = memory_line(&links) {
+        writeln!(out, "{line}\n")?;
+    }
     out.push_str(&bytes_table(&links)?);
     if cli.samples.contains(&Samples::Small) {
         out.push('\n');
         out.push_str(&small_table(&links)?);
     }
     Ok(out)
+}
+
+/// How fast one CPU (this thread's: the sender's, when pinned) copies the
+/// largest set a run's QSL held out of memory, beside what that means:
+/// netdiv's sender reads every sample byte from there, where iperf3 sends
+/// one buffer over and over from cache: the ratio to iperf3 of a machine
+/// whose memory is slow says so. `None` when no run said what it loaded.
+fn memory_line(links: &[Link]) -> Option<String> {
+    let set = links
+        .iter()
+        .flat_map(|link| &link.measured)
+        .filter_map(|(_, _, moved)| moved.memory?.loaded_set)
+        .max()?;
+    let rate = copy_rate_from_memory(set, Duration::from_secs(1));
+    Some(format!(
+        "Memory: one CPU copies the largest loaded set ({:.2} GB) out of memory at {rate:.1} \
+         GB/s, 1 MiB at a time; each sample byte netdiv sends is read from there, where \
+         iperf3 sends one 128 KiB buffer over and over from cache.",
+        set as f64 / 1e9
+    ))
 }
 
 /// Everything measured over the link at one MTU.
