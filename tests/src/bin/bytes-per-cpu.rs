@@ -403,6 +403,10 @@ fn iperf3() -> Result<PathBuf> {
     ))
 }
 
+/// The one buffer iperf3's client sends from, again and again (its
+/// default for TCP, named so the memory line can say it).
+const IPERF3_BUFFER_KIB: u32 = 128;
+
 /// One iperf3 TCP stream from here to a server in `ns` for `seconds`;
 /// both processes' CPU from their exits.
 fn iperf3_run(iperf3: &Path, ns: &Netns, seconds: u64, pin: bool) -> Result<Moved> {
@@ -435,6 +439,7 @@ fn iperf3_run(iperf3: &Path, ns: &Netns, seconds: u64, pin: bool) -> Result<Move
         std::thread::sleep(Duration::from_millis(100));
         let output = Command::new(iperf3)
             .args(["--client", &ns.address, "--port", port, "--json"])
+            .args(["--length", &format!("{IPERF3_BUFFER_KIB}K")])
             .args(["--time", &seconds.to_string()])
             .output()
             .context("cannot run iperf3")?;
@@ -570,10 +575,11 @@ fn bench(cli: &Cli) -> Result<String> {
 }
 
 /// How fast one CPU (this thread's: the sender's, when pinned) copies the
-/// largest set a run's QSL held out of memory, beside what that means:
-/// netdiv's sender reads every sample byte from there, where iperf3 sends
-/// one buffer over and over from cache: the ratio to iperf3 of a machine
-/// whose memory is slow says so. `None` when no run said what it loaded.
+/// largest set a run's QSL held out of memory. netdiv's sender reads every
+/// sample byte from there, where iperf3 sends one buffer of
+/// [`IPERF3_BUFFER_KIB`] over and over from cache, so a machine with slow
+/// memory lowers netdiv's ratio to iperf3. `None` when no run said what it
+/// loaded.
 fn memory_line(links: &[Link]) -> Option<String> {
     let set = links
         .iter()
@@ -584,7 +590,7 @@ fn memory_line(links: &[Link]) -> Option<String> {
     Some(format!(
         "Memory: one CPU copies the largest loaded set ({:.2} GB) out of memory at {rate:.1} \
          GB/s, 1 MiB at a time; each sample byte netdiv sends is read from there, where \
-         iperf3 sends one 128 KiB buffer over and over from cache.",
+         iperf3 sends one {IPERF3_BUFFER_KIB} KiB buffer over and over from cache.",
         set as f64 / 1e9
     ))
 }
